@@ -1,0 +1,37 @@
+# FindCUDNN: locates cuDNN (header cudnn.h, library libcudnn) and defines the imported
+# target CUDNN::cudnn. Looks next to the CUDA toolkit first, then under CUDNN_ROOT.
+#   CUDNN_FOUND, CUDNN_INCLUDE_DIR, CUDNN_LIBRARY, CUDNN_VERSION
+set(_cudnn_hints ${CUDNN_ROOT} $ENV{CUDNN_ROOT})
+if(CUDAToolkit_LIBRARY_ROOT)
+  list(APPEND _cudnn_hints ${CUDAToolkit_LIBRARY_ROOT})
+endif()
+if(CUDAToolkit_INCLUDE_DIRS)
+  list(GET CUDAToolkit_INCLUDE_DIRS 0 _cudnn_toolkit_include)
+  get_filename_component(_cudnn_toolkit_root "${_cudnn_toolkit_include}" DIRECTORY)
+  list(APPEND _cudnn_hints ${_cudnn_toolkit_root})
+endif()
+
+find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_hints} PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY cudnn HINTS ${_cudnn_hints} PATH_SUFFIXES lib64 lib lib/x64)
+
+if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
+  file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_version_lines
+       REGEX "#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")
+  foreach(_part MAJOR MINOR PATCHLEVEL)
+    string(REGEX MATCH "#define CUDNN_${_part} +([0-9]+)" _match "${_cudnn_version_lines}")
+    set(_cudnn_${_part} "${CMAKE_MATCH_1}")
+  endforeach()
+  set(CUDNN_VERSION "${_cudnn_MAJOR}.${_cudnn_MINOR}.${_cudnn_PATCHLEVEL}")
+endif()
+
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CUDNN REQUIRED_VARS CUDNN_LIBRARY CUDNN_INCLUDE_DIR
+                                  VERSION_VAR CUDNN_VERSION)
+
+if(CUDNN_FOUND AND NOT TARGET CUDNN::cudnn)
+  add_library(CUDNN::cudnn SHARED IMPORTED)
+  set_target_properties(CUDNN::cudnn PROPERTIES
+    IMPORTED_LOCATION "${CUDNN_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
+endif()
+mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY)

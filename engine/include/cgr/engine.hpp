@@ -1,0 +1,118 @@
+// Engine: a Network compiled for one device and executor mode, owning its weights (bound,
+// folded and packed once) and its plan (fused ops, dependency graph, memory arena layout).
+// An Engine is immutable after build; inferences run on ExecutionContexts, each with its own
+// activation arena, so several threads can infer at once, one context per thread, sharing
+// the weights (TensorRT's IExecutionContext model).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cgr/error.hpp"
+#include "cgr/graph.hpp"
+#include "cgr/network.hpp"
+#include "cgr/tensor.hpp"
+#include "cgr/weights.hpp"
+
+namespace cgr {
+
+enum class Device { cpu, cuda };
+// dag: ops run as soon as their inputs are ready (branches overlap).
+// eager: ops one at a time in topological order, each split across the threads.
+// stream_graph: CUDA only (one stream captured into a graph).
+enum class Mode { dag, eager, stream_graph };
+
+std::string_view to_string(Device device);
+std::string_view to_string(Mode mode);
+Device parse_device(std::string_view text);  // "cpu" | "cuda"; Error otherwise
+Mode parse_mode(std::string_view text);      // "dag" | "eager" | "stream-graph"; Error otherwise
+
+struct EngineOptions {
+  Device device = Device::cpu;
+  Mode mode = Mode::dag;
+  int threads = 0;    // CPU threads computing (caller included); 0: one per hardware thread
+  bool fuse = true;   // fold BatchNorm into convs, fuse residual Add and ReLU into them
+};
+
+using NamedInputs = std::vector<std::pair<std::string, TensorView>>;
+
+struct Result {
+  std::map<std::string, Tensor, std::less<>> outputs;
+  // Error naming the available outputs when `name` is not one of them. On a temporary Result
+  // the tensor is moved out, so `ctx.infer(...).output("y")` is safe to keep.
+  const Tensor& output(std::string_view name) const&;
+  Tensor output(std::string_view name) &&;
+};
+
+// Facts about a compiled engine (what cgr-bench --info prints).
+struct EngineInfo {
+  int layers = 0;          // layers of the network that reach an output
+  int ops = 0;             // ops after fusion
+  int edges = 0;           // reduced dependency edges
+  int critical_path = 0;   // ops on the longest chain
+  int max_width = 0;       // most ops that can run at once
+  std::size_t arena_bytes = 0;       // activation arena of one context
+  std::size_t activation_bytes = 0;  // sum of all activations and workspaces (no reuse)
+  std::size_t weight_bytes = 0;      // weights as the kernels hold them
+};
+
+namespace detail {
+struct EngineImpl;
+struct ContextState;
+}  // namespace detail
+
+class ExecutionContext;
+
+class Engine {
+ public:
+  static Engine build(const Network& network, const Weights& weights,
+                      const EngineOptions& options = {});
+
+  ExecutionContext create_context() const;
+
+  const EngineOptions& options() const;
+  const std::vector<TensorDesc>& inputs() const;   // named as declared by Network::input
+  const std::vector<TensorDesc>& outputs() const;  // named as declared by Network::output
+  // The dependency graph of the ops as they execute (after fusion).
+  const Graph& graph() const;
+  EngineInfo info() const;
+  // Names of the ops in execution order, e.g. "layer1.0.conv1+layer1.0.bn1+layer1.0.relu".
+  std::vector<std::string> op_names() const;
+
+ private:
+  explicit Engine(std::shared_ptr<const detail::EngineImpl> impl);
+  std::shared_ptr<const detail::EngineImpl> impl_;
+};
+
+// One inference at a time per context; use one context per thread. Contexts keep the engine
+// alive.
+class ExecutionContext {
+ public:
+  ~ExecutionContext();
+  ExecutionContext(ExecutionContext&&) noexcept;
+  ExecutionContext& operator=(ExecutionContext&&) noexcept;
+
+  // Copies the named inputs in, runs, returns copies of every output.
+  Result infer(const NamedInputs& inputs);
+
+  // Zero-copy use: write inputs into input_buffer(), call run(), read output_buffer().
+  std::span<float> input_buffer(std::string_view name);
+  std::span<const float> output_buffer(std::string_view name) const;
+  void run();
+
+  // Ops executed by the last run (fused ops count once).
+  int ops_executed() const;
+
+ private:
+  friend class Engine;
+  explicit ExecutionContext(std::unique_ptr<detail::ContextState> state);
+  std::unique_ptr<detail::ContextState> state_;
+};
+
+}  // namespace cgr

@@ -1,0 +1,93 @@
+// Network: the builder a model is described with. Each layer call adds one op, infers its
+// output shape and rejects impossible inputs with an Error naming the layer and the shapes.
+// Values are named (a layer's output carries the layer's name); inputs and outputs are
+// declared by name. Weights are not part of the Network: they are bound by name when an
+// Engine is built (`<layer>.weight`, `<layer>.bias`, `<layer>.running_mean`, ...).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cgr/error.hpp"
+#include "cgr/graph.hpp"
+#include "cgr/layers/add.hpp"
+#include "cgr/layers/avg_pool2d.hpp"
+#include "cgr/layers/batch_norm2d.hpp"
+#include "cgr/layers/concat.hpp"
+#include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/flatten.hpp"
+#include "cgr/layers/global_avg_pool.hpp"
+#include "cgr/layers/layer.hpp"
+#include "cgr/layers/linear.hpp"
+#include "cgr/layers/max_pool2d.hpp"
+#include "cgr/layers/relu.hpp"
+#include "cgr/layers/softmax.hpp"
+#include "cgr/tensor.hpp"
+
+namespace cgr {
+
+class Network;
+
+// Handle to a value of one Network.
+struct Value {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+  bool operator==(const Value&) const = default;
+};
+
+class Network {
+ public:
+  Network();
+  ~Network();
+  Network(Network&&) noexcept;
+  Network& operator=(Network&&) noexcept;
+
+  Value input(const std::string& name, Shape shape, DType dtype = DType::f32);
+  // Declares `value` as a named output of the network (the name may differ from the value's).
+  void output(const std::string& name, Value value);
+
+  Value conv2d(Value x, const Conv2dParams& params, const std::string& name);
+  Value batch_norm2d(Value x, const BatchNorm2dParams& params, const std::string& name);
+  Value batch_norm2d(Value x, const std::string& name) { return batch_norm2d(x, {}, name); }
+  Value relu(Value x, const std::string& name);
+  Value max_pool2d(Value x, const Pool2dParams& params, const std::string& name);
+  Value avg_pool2d(Value x, const Pool2dParams& params, const std::string& name);
+  // Mean over H and W of an NCHW tensor: N x C x 1 x 1 (AdaptiveAvgPool2d((1, 1))).
+  Value global_avg_pool(Value x, const std::string& name);
+  Value linear(Value x, const LinearParams& params, const std::string& name);
+  Value add(Value a, Value b, const std::string& name);
+  // Concatenation along `axis` (default: channels of NCHW).
+  Value concat(const std::vector<Value>& values, const std::string& name, int axis = 1);
+  // Flattens dims [start_dim, end) into one (torch.flatten(x, 1) by default).
+  Value flatten(Value x, const std::string& name, int start_dim = 1);
+  Value softmax(Value x, const std::string& name, int axis = -1);
+
+  // Adds a user-constructed layer (its output descriptor is already inferred).
+  Value add_layer(std::unique_ptr<Layer> layer, const std::vector<Value>& inputs);
+
+  // --- inspection ---
+  const TensorDesc& desc(Value value) const;
+  Value find_value(std::string_view name) const;  // invalid Value when absent
+  int layer_count() const;
+  const Layer& layer(int index) const;
+  const std::vector<Value>& layer_inputs(int index) const;
+  Value layer_output(int index) const;
+  int producer(Value value) const;  // layer index, -1 for a network input
+  const std::vector<Value>& inputs() const;
+  const std::vector<std::pair<std::string, Value>>& outputs() const;
+
+  // Dependency analysis of the layers as written (one op per layer).
+  Graph graph() const;
+
+ private:
+  struct State;
+  Value make_value(TensorDesc desc, int producer);
+  void check_value(Value value, std::string_view layer_name) const;
+  void check_new_name(const std::string& name) const;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cgr

@@ -1,0 +1,56 @@
+// The CPU executor's thread pool. `threads` counts every thread that computes, the caller
+// included: a pool of N starts N-1 workers and the thread that calls parallel_for() or
+// wait() works too. Tasks of several callers (several execution contexts) share the pool.
+//
+// parallel_for splits [0, n) into chunks that are claimed atomically; the caller claims
+// chunks itself and then waits only for chunks other threads are already running, so nested
+// use from inside a task (an op splitting its work while other ops run) cannot deadlock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace cgr {
+
+class ThreadPool {
+ public:
+  // threads <= 0: one per hardware thread.
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return size_; }
+
+  // Calls body(begin, end) over disjoint ranges covering [0, n). Ranges hold at least
+  // `grain` items (except the last); with n <= grain the body runs inline once.
+  void parallel_for(std::size_t n, std::size_t grain,
+                    const std::function<void(std::size_t, std::size_t)>& body);
+
+  // Queues a task. Used by the DAG scheduler.
+  void submit(std::function<void()> task);
+  // Runs one queued task on the calling thread if there is one; returns whether it did.
+  bool run_one();
+  // Runs queued tasks on the calling thread until done() holds, sleeping when there are none.
+  // Whoever makes done() true must then call notify_waiters().
+  void help_until(const std::function<bool()>& done);
+  void notify_waiters();
+
+ private:
+  void worker_loop();
+
+  int size_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+};
+
+}  // namespace cgr

@@ -1,0 +1,131 @@
+// CPU executor. Both modes run the same kernels on the same arena; only the schedule differs:
+//   eager  ops one at a time in topological order; each op splits its own work across the
+//          pool (intra-op), the way PyTorch runs on the CPU;
+//   dag    every op whose predecessors are done is queued at once (inter-op), so independent
+//          branches overlap, and an op still splits its work over idle threads.
+// Kernels split only over independent outputs, so both modes give bit-identical results.
+#include <exception>
+#include <mutex>
+
+#include "cgr/error.hpp"
+#include "engine_impl.hpp"
+
+namespace cgr::detail {
+
+std::unique_ptr<ContextState> make_context_state(std::shared_ptr<const EngineImpl> engine) {
+  auto state = std::make_unique<ContextState>();
+  state->engine = std::move(engine);
+  const EngineImpl& impl = *state->engine;
+  // 64-byte alignment for the arena start; plan offsets are multiples of 64 too.
+  const std::size_t floats = impl.plan.arena_bytes / sizeof(float) + 16;
+  state->arena_storage = std::make_unique<float[]>(floats);
+  auto address = reinterpret_cast<std::uintptr_t>(state->arena_storage.get());
+  state->arena = reinterpret_cast<float*>((address + 63) & ~std::uintptr_t{63});
+  state->value_pointers.assign(impl.values.size(), nullptr);
+  for (std::size_t id = 0; id < impl.values.size(); ++id) {
+    const auto& value = impl.values[id];
+    if (value.producer >= 0 || value.pinned) {
+      state->value_pointers[id] =
+          reinterpret_cast<float*>(reinterpret_cast<std::byte*>(state->arena) + value.offset);
+    }
+  }
+  state->op_inputs.resize(impl.ops.size());
+  for (std::size_t op = 0; op < impl.ops.size(); ++op) {
+    for (int in : impl.ops[op].inputs) state->op_inputs[op].push_back(state->value_pointers[in]);
+  }
+  state->remaining.assign(impl.ops.size(), 0);
+  return state;
+}
+
+namespace {
+
+void run_op(ContextState& state, int index) {
+  const EngineImpl& impl = *state.engine;
+  const LoweredOp& op = impl.ops[static_cast<std::size_t>(index)];
+  KernelIo io;
+  io.inputs = state.op_inputs[static_cast<std::size_t>(index)];
+  io.output = state.value_pointers[op.output];
+  io.workspace = op.workspace >= 0 ? state.value_pointers[op.workspace] : nullptr;
+  io.pool = impl.pool.get();
+  op.kernel->run(io);
+}
+
+void run_eager(ContextState& state) {
+  for (int op : state.engine->graph.topological_order()) run_op(state, op);
+  state.ops_executed = state.engine->graph.op_count();
+}
+
+// Shared between the op tasks of one dag run.
+struct DagRun {
+  ContextState* state = nullptr;
+  std::vector<std::atomic<int>> remaining;
+  std::atomic<int> unfinished{0};
+  std::atomic<bool> done{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+};
+
+void run_dag_op(DagRun& run, int index) {
+  const EngineImpl& impl = *run.state->engine;
+  bool skip = false;
+  {
+    std::lock_guard lock(run.error_mutex);
+    skip = run.error != nullptr;  // after a failure, drain without running more kernels
+  }
+  if (!skip) {
+    try {
+      run_op(*run.state, index);
+    } catch (...) {
+      std::lock_guard lock(run.error_mutex);
+      if (!run.error) run.error = std::current_exception();
+    }
+  }
+  for (int next : impl.graph.successors(index)) {
+    if (run.remaining[static_cast<std::size_t>(next)].fetch_sub(1, std::memory_order_acq_rel) ==
+        1) {
+      impl.pool->submit([&run, next] { run_dag_op(run, next); });
+    }
+  }
+  if (run.unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    run.done.store(true, std::memory_order_release);
+    impl.pool->notify_waiters();
+  }
+}
+
+void run_dag(ContextState& state) {
+  const EngineImpl& impl = *state.engine;
+  const int ops = impl.graph.op_count();
+  if (ops == 0) {
+    state.ops_executed = 0;
+    return;
+  }
+  DagRun run;
+  run.state = &state;
+  run.remaining = std::vector<std::atomic<int>>(static_cast<std::size_t>(ops));
+  for (int op = 0; op < ops; ++op) {
+    run.remaining[static_cast<std::size_t>(op)].store(
+        static_cast<int>(impl.graph.predecessors(op).size()), std::memory_order_relaxed);
+  }
+  run.unfinished.store(ops, std::memory_order_relaxed);
+  for (int op = 0; op < ops; ++op) {
+    if (impl.graph.predecessors(op).empty()) {
+      impl.pool->submit([&run, op] { run_dag_op(run, op); });
+    }
+  }
+  // The calling thread works too, until the last op is done.
+  impl.pool->help_until([&run] { return run.done.load(std::memory_order_acquire); });
+  state.ops_executed = ops;
+  if (run.error) std::rethrow_exception(run.error);
+}
+
+}  // namespace
+
+void run_cpu(ContextState& state) {
+  if (state.engine->options.mode == Mode::eager) {
+    run_eager(state);
+  } else {
+    run_dag(state);
+  }
+}
+
+}  // namespace cgr::detail

@@ -1,0 +1,254 @@
+// Engine::build: lower the network, derive the dependency graph of the lowered ops, plan the
+// activation arena; and the ExecutionContext front end (input checks, copies in and out).
+#include "cgr/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cgr/error.hpp"
+#include "cuda_device.hpp"
+#include "engine_impl.hpp"
+
+namespace cgr {
+
+namespace detail {
+void lower_network(const Network& net, const Weights& weights, EngineImpl& impl);
+}  // namespace detail
+
+std::string_view to_string(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+std::string_view to_string(Mode mode) {
+  switch (mode) {
+    case Mode::dag:
+      return "dag";
+    case Mode::eager:
+      return "eager";
+    case Mode::stream_graph:
+      return "stream-graph";
+  }
+  return "?";
+}
+
+Device parse_device(std::string_view text) {
+  if (text == "cpu") return Device::cpu;
+  if (text == "cuda") return Device::cuda;
+  fail("unknown device '{}' (expected cpu or cuda)", text);
+}
+
+Mode parse_mode(std::string_view text) {
+  if (text == "dag") return Mode::dag;
+  if (text == "eager") return Mode::eager;
+  if (text == "stream-graph") return Mode::stream_graph;
+  fail("unknown mode '{}' (expected dag, eager or stream-graph)", text);
+}
+
+const Tensor& Result::output(std::string_view name) const& {
+  const auto it = outputs.find(name);
+  if (it == outputs.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, t] : outputs) names.push_back(n);
+    fail("no output named '{}' (outputs: {})", name, fmt::join(names, ", "));
+  }
+  return it->second;
+}
+
+Tensor Result::output(std::string_view name) && {
+  return std::move(const_cast<Tensor&>(static_cast<const Result&>(*this).output(name)));
+}
+
+Engine::Engine(std::shared_ptr<const detail::EngineImpl> impl) : impl_(std::move(impl)) {}
+
+Engine Engine::build(const Network& network, const Weights& weights, const EngineOptions& options) {
+  if (options.device == Device::cuda) {
+    // Says "no CUDA device: ..." on a machine without one.
+    detail::require_cuda_device();
+    fail("the CUDA executor is not part of this build yet: use device cpu");
+  }
+  if (options.mode == Mode::stream_graph) {
+    fail("mode stream-graph exists only on the cuda device (cpu modes: dag, eager)");
+  }
+  if (network.outputs().empty()) fail("the network declares no output (call Network::output)");
+
+  auto impl = std::make_shared<detail::EngineImpl>();
+  impl->options = options;
+  detail::lower_network(network, weights, *impl);
+
+  for (Value v : network.inputs()) {
+    impl->input_descs.push_back(network.desc(v));
+    impl->input_values.push_back(v.id);
+    impl->values[v.id].pinned = true;
+  }
+  for (const auto& [name, v] : network.outputs()) {
+    TensorDesc desc = network.desc(v);
+    desc.name = name;
+    impl->output_descs.push_back(std::move(desc));
+    impl->output_values.push_back(v.id);
+    impl->values[v.id].pinned = true;
+  }
+
+  std::vector<OpAccess> accesses;
+  for (const auto& op : impl->ops) {
+    accesses.push_back(OpAccess{op.name, op.kind, op.inputs, {op.output}});
+  }
+  impl->graph = Graph(std::move(accesses));
+
+  // Plan every value that exists at run time: inputs, op outputs, workspaces.
+  std::vector<detail::EngineValue*> planned;
+  std::vector<PlannedValue> plan_input;
+  for (std::size_t id = 0; id < impl->values.size(); ++id) {
+    auto& value = impl->values[id];
+    if (value.producer < 0 && !value.pinned) continue;  // pruned or fused away
+    PlannedValue pv{value.desc.name, value.bytes, value.producer, {}, value.pinned};
+    planned.push_back(&value);
+    plan_input.push_back(std::move(pv));
+  }
+  std::vector<int> plan_index(impl->values.size(), -1);
+  for (std::size_t k = 0; k < planned.size(); ++k) {
+    plan_index[static_cast<std::size_t>(planned[k] - impl->values.data())] = static_cast<int>(k);
+  }
+  for (std::size_t op = 0; op < impl->ops.size(); ++op) {
+    for (int in : impl->ops[op].inputs) {
+      auto& readers = plan_input[static_cast<std::size_t>(plan_index[in])].readers;
+      if (readers.empty() || readers.back() != static_cast<int>(op)) {
+        readers.push_back(static_cast<int>(op));
+      }
+    }
+    if (impl->ops[op].workspace >= 0) {
+      plan_input[static_cast<std::size_t>(plan_index[impl->ops[op].workspace])].readers.push_back(
+          static_cast<int>(op));
+    }
+  }
+  impl->plan = plan_memory(impl->graph, plan_input);
+  for (std::size_t k = 0; k < planned.size(); ++k) planned[k]->offset = impl->plan.offsets[k];
+
+  auto& info = impl->info;
+  info.ops = impl->graph.op_count();
+  info.edges = static_cast<int>(impl->graph.edges().size());
+  info.critical_path = impl->graph.critical_path_length();
+  info.max_width = impl->graph.max_width();
+  info.arena_bytes = impl->plan.arena_bytes;
+  info.activation_bytes = impl->plan.total_bytes;
+  for (const auto& [name, tensor] : weights.tensors()) info.weight_bytes += tensor.bytes().size();
+
+  impl->pool = std::make_shared<ThreadPool>(options.threads);
+  return Engine(std::move(impl));
+}
+
+ExecutionContext Engine::create_context() const {
+  return ExecutionContext(detail::make_context_state(impl_));
+}
+
+const EngineOptions& Engine::options() const { return impl_->options; }
+const std::vector<TensorDesc>& Engine::inputs() const { return impl_->input_descs; }
+const std::vector<TensorDesc>& Engine::outputs() const { return impl_->output_descs; }
+const Graph& Engine::graph() const { return impl_->graph; }
+EngineInfo Engine::info() const { return impl_->info; }
+
+std::vector<std::string> Engine::op_names() const {
+  std::vector<std::string> names;
+  for (int op : impl_->graph.topological_order()) names.push_back(impl_->ops[op].name);
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+ExecutionContext::ExecutionContext(std::unique_ptr<detail::ContextState> state)
+    : state_(std::move(state)) {}
+ExecutionContext::~ExecutionContext() = default;
+ExecutionContext::ExecutionContext(ExecutionContext&&) noexcept = default;
+ExecutionContext& ExecutionContext::operator=(ExecutionContext&&) noexcept = default;
+
+namespace {
+
+template <typename Descs>
+int find_named(const Descs& descs, std::string_view name) {
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    if (descs[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string names_of(const std::vector<TensorDesc>& descs) {
+  std::vector<std::string> names;
+  for (const auto& d : descs) names.push_back(fmt::format("'{}' {}", d.name, d.shape.to_string()));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+std::span<float> ExecutionContext::input_buffer(std::string_view name) {
+  const auto& engine = *state_->engine;
+  const int index = find_named(engine.input_descs, name);
+  if (index < 0) fail("no input named '{}' (inputs: {})", name, names_of(engine.input_descs));
+  const int value = engine.input_values[index];
+  return {state_->value_pointers[value],
+          static_cast<std::size_t>(engine.input_descs[index].shape.numel())};
+}
+
+std::span<const float> ExecutionContext::output_buffer(std::string_view name) const {
+  const auto& engine = *state_->engine;
+  const int index = find_named(engine.output_descs, name);
+  if (index < 0) fail("no output named '{}' (outputs: {})", name, names_of(engine.output_descs));
+  const int value = engine.output_values[index];
+  return {state_->value_pointers[value],
+          static_cast<std::size_t>(engine.output_descs[index].shape.numel())};
+}
+
+void ExecutionContext::run() {
+  if (state_->busy.exchange(true)) {
+    fail("ExecutionContext used by two threads at once: create one context per thread");
+  }
+  try {
+    detail::run_cpu(*state_);
+  } catch (...) {
+    state_->busy = false;
+    throw;
+  }
+  state_->busy = false;
+}
+
+int ExecutionContext::ops_executed() const { return state_->ops_executed; }
+
+Result ExecutionContext::infer(const NamedInputs& inputs) {
+  const auto& engine = *state_->engine;
+  // Validate everything before touching the buffers: a bad call leaves the context as it was.
+  std::vector<int> given(engine.input_descs.size(), -1);
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const auto& [name, view] = inputs[k];
+    const int index = find_named(engine.input_descs, name);
+    if (index < 0) fail("no input named '{}' (inputs: {})", name, names_of(engine.input_descs));
+    if (given[index] >= 0) fail("input '{}' is given twice", name);
+    given[index] = static_cast<int>(k);
+    const TensorDesc& desc = engine.input_descs[index];
+    if (view.dtype != desc.dtype) {
+      fail("input '{}' is {} but the network expects {}", name, to_string(view.dtype),
+           to_string(desc.dtype));
+    }
+    if (view.count != static_cast<std::size_t>(desc.shape.numel())) {
+      fail("input '{}' has {} elements, expected {} ({})", name, view.count, desc.shape.numel(),
+           desc.shape.to_string());
+    }
+    if (view.data == nullptr) fail("input '{}' points to no data", name);
+  }
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (given[i] < 0) fail("input '{}' ({}) is missing", engine.input_descs[i].name,
+                           engine.input_descs[i].shape.to_string());
+  }
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    const TensorView& view = inputs[static_cast<std::size_t>(given[i])].second;
+    std::memcpy(state_->value_pointers[engine.input_values[i]], view.data,
+                view.count * dtype_size(view.dtype));
+  }
+  run();
+  Result result;
+  for (std::size_t i = 0; i < engine.output_descs.size(); ++i) {
+    const TensorDesc& desc = engine.output_descs[i];
+    Tensor tensor(desc.shape, desc.dtype);
+    std::memcpy(tensor.bytes().data(), state_->value_pointers[engine.output_values[i]],
+                tensor.bytes().size());
+    result.outputs.emplace(desc.name, std::move(tensor));
+  }
+  return result;
+}
+
+}  // namespace cgr

@@ -1,0 +1,217 @@
+// Lowering: from the Network's layers to the engine's ops. Keeps only layers that reach an
+// output, binds weights by name (reporting every missing, unexpected or mis-shaped one at
+// once), and fuses chains the kernels run in one pass:
+//   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> ReLU]   and   Add -> ReLU,
+// where each fused intermediate value is read only by the next layer and is not an output.
+// A fused op takes the program position of its last layer, so every value it reads
+// (including a residual produced late in program order) is written before it.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "cgr/error.hpp"
+#include "engine_impl.hpp"
+
+namespace cgr::detail {
+namespace {
+
+struct NetworkUse {
+  std::vector<bool> live;               // per layer
+  std::vector<std::vector<int>> consumers;  // per value: live layers reading it
+  std::vector<bool> is_output;          // per value
+};
+
+NetworkUse analyse_use(const Network& net) {
+  const int layers = net.layer_count();
+  int value_count = 0;
+  for (int i = 0; i < layers; ++i) value_count = std::max(value_count, net.layer_output(i).id + 1);
+  for (Value v : net.inputs()) value_count = std::max(value_count, v.id + 1);
+
+  NetworkUse use;
+  use.live.assign(static_cast<std::size_t>(layers), false);
+  use.consumers.resize(static_cast<std::size_t>(value_count));
+  use.is_output.assign(static_cast<std::size_t>(value_count), false);
+  std::vector<int> stack;
+  for (const auto& [name, v] : net.outputs()) {
+    use.is_output[v.id] = true;
+    if (net.producer(v) >= 0) stack.push_back(net.producer(v));
+  }
+  while (!stack.empty()) {
+    const int layer = stack.back();
+    stack.pop_back();
+    if (use.live[layer]) continue;
+    use.live[layer] = true;
+    for (Value in : net.layer_inputs(layer)) {
+      if (net.producer(in) >= 0) stack.push_back(net.producer(in));
+    }
+  }
+  for (int i = 0; i < layers; ++i) {
+    if (!use.live[i]) continue;
+    for (Value in : net.layer_inputs(i)) use.consumers[in.id].push_back(i);
+  }
+  return use;
+}
+
+// Checks the weights against every layer's specs; returns the bound weights per layer.
+std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weights,
+                                       const NetworkUse& use) {
+  std::vector<LayerWeights> bound(static_cast<std::size_t>(net.layer_count()));
+  std::vector<std::string> missing, mismatched, unexpected;
+  std::set<std::string, std::less<>> known;
+  for (int i = 0; i < net.layer_count(); ++i) {
+    const Layer& layer = net.layer(i);
+    for (const WeightSpec& spec : layer.weight_specs()) {
+      const std::string name = layer.name() + "." + spec.suffix;
+      known.insert(name);
+      const Tensor* tensor = weights.find(name);
+      if (tensor == nullptr) {
+        // Weights of layers pruned from the engine may be absent.
+        if (use.live[i] && spec.required) {
+          missing.push_back(fmt::format("'{}' ({} '{}', expected {})", name, layer.kind(),
+                                        layer.name(), spec.shape.to_string()));
+        }
+        continue;
+      }
+      if (tensor->shape() != spec.shape || tensor->dtype() != DType::f32) {
+        mismatched.push_back(fmt::format("'{}' is {} {} but {} '{}' expects f32 {}", name,
+                                         to_string(tensor->dtype()),
+                                         tensor->shape().to_string(), layer.kind(), layer.name(),
+                                         spec.shape.to_string()));
+        continue;
+      }
+      bound[i].emplace(spec.suffix, tensor);
+    }
+  }
+  for (const auto& [name, tensor] : weights.tensors()) {
+    if (!known.contains(name)) unexpected.push_back(fmt::format("'{}'", name));
+  }
+  if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
+    std::string message = "weights do not match the network:";
+    if (!missing.empty()) message += fmt::format("\n  missing: {}", fmt::join(missing, ", "));
+    if (!mismatched.empty()) {
+      message += fmt::format("\n  wrong shape: {}", fmt::join(mismatched, "; "));
+    }
+    if (!unexpected.empty()) {
+      message += fmt::format("\n  unexpected (no layer uses them): {}", fmt::join(unexpected, ", "));
+    }
+    throw Error(message);
+  }
+  return bound;
+}
+
+template <typename LayerType>
+const LayerType* as(const Layer& layer) {
+  return dynamic_cast<const LayerType*>(&layer);
+}
+
+}  // namespace
+
+// Fills impl.ops (sorted by program position) and impl.values for the network's values.
+void lower_network(const Network& net, const Weights& weights, EngineImpl& impl) {
+  const NetworkUse use = analyse_use(net);
+  const std::vector<LayerWeights> bound = bind_weights(net, weights, use);
+  const bool fuse = impl.options.fuse;
+
+  std::vector<bool> claimed(static_cast<std::size_t>(net.layer_count()), false);
+  // The single live consumer of `value`, when fusing across it is allowed (a layer joins at
+  // most one fused op: of a residual Add's two conv operands, the first one claims it).
+  auto sole_consumer = [&](Value value) -> int {
+    if (!fuse || use.is_output[value.id] || use.consumers[value.id].size() != 1) return -1;
+    const int consumer = use.consumers[value.id][0];
+    return claimed[consumer] ? -1 : consumer;
+  };
+  std::vector<std::pair<int, LoweredOp>> positioned;  // (program position, op)
+
+  for (int i = 0; i < net.layer_count(); ++i) {
+    if (!use.live[i] || claimed[i]) continue;
+    const Layer& layer = net.layer(i);
+    LoweredOp op;
+    op.name = layer.name();
+    op.kind = std::string(layer.kind());
+    op.layers = {i};
+    for (Value in : net.layer_inputs(i)) op.inputs.push_back(in.id);
+    Value out = net.layer_output(i);
+    int last = i;
+
+    auto absorb = [&](int next) {
+      claimed[next] = true;
+      op.layers.push_back(next);
+      op.name.append("+").append(net.layer(next).name());
+      op.kind.append("+").append(net.layer(next).kind());
+      out = net.layer_output(next);
+      last = next;
+    };
+
+    if (const auto* conv = as<Conv2d>(layer)) {
+      std::vector<float> weight(bound[i].at("weight")->f32().begin(),
+                                bound[i].at("weight")->f32().end());
+      std::vector<float> bias;
+      if (conv->params().bias) {
+        bias.assign(bound[i].at("bias")->f32().begin(), bound[i].at("bias")->f32().end());
+      }
+      ConvEpilogue epilogue;
+      int next = sole_consumer(out);
+      if (next >= 0 && as<BatchNorm2d>(net.layer(next)) != nullptr) {
+        as<BatchNorm2d>(net.layer(next))->fold_into_conv(bound[next], weight, bias);
+        absorb(next);
+        next = sole_consumer(out);
+      }
+      if (next >= 0 && as<Add>(net.layer(next)) != nullptr) {
+        const auto& add_inputs = net.layer_inputs(next);
+        // Both operands the same value (x + x) cannot become conv + residual.
+        if (add_inputs[0] != add_inputs[1]) {
+          const Value residual = add_inputs[0] == out ? add_inputs[1] : add_inputs[0];
+          op.inputs.push_back(residual.id);
+          epilogue.residual = true;
+          absorb(next);
+          next = sole_consumer(out);
+        }
+      }
+      if (next >= 0 && as<Relu>(net.layer(next)) != nullptr) {
+        epilogue.relu = true;
+        absorb(next);
+      }
+      op.kernel = conv->make_fused_cpu_kernel(weight, bias, epilogue);
+    } else if (const auto* add = as<Add>(layer)) {
+      const int next = sole_consumer(out);
+      const bool relu = next >= 0 && as<Relu>(net.layer(next)) != nullptr;
+      if (relu) absorb(next);
+      op.kernel = add->make_fused_cpu_kernel(relu);
+    } else {
+      op.kernel = layer.make_cpu_kernel(bound[i]);
+    }
+    op.output = out.id;
+    positioned.emplace_back(last, std::move(op));
+  }
+  std::stable_sort(positioned.begin(), positioned.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  // Engine values: the network's values (same ids) first, then one workspace per op needing one.
+  int value_count = 0;
+  for (int i = 0; i < net.layer_count(); ++i) value_count = std::max(value_count, net.layer_output(i).id + 1);
+  for (Value v : net.inputs()) value_count = std::max(value_count, v.id + 1);
+  impl.values.assign(static_cast<std::size_t>(value_count), EngineValue{});
+  for (Value v : net.inputs()) impl.values[v.id].desc = net.desc(v);
+  for (int i = 0; i < net.layer_count(); ++i) {
+    impl.values[net.layer_output(i).id].desc = net.layer(i).output();
+  }
+  for (auto& value : impl.values) value.bytes = value.desc.bytes();
+
+  for (auto& [position, op] : positioned) {
+    const int index = static_cast<int>(impl.ops.size());
+    impl.values[op.output].producer = index;
+    if (const std::size_t bytes = op.kernel->workspace_bytes(); bytes > 0) {
+      EngineValue workspace;
+      workspace.desc = TensorDesc{op.name + ".workspace", Shape{static_cast<std::int64_t>(bytes)},
+                                  DType::f32};
+      workspace.bytes = bytes;
+      workspace.producer = index;
+      op.workspace = static_cast<int>(impl.values.size());
+      impl.values.push_back(std::move(workspace));
+    }
+    impl.ops.push_back(std::move(op));
+  }
+  impl.info.layers = static_cast<int>(std::count(use.live.begin(), use.live.end(), true));
+}
+
+}  // namespace cgr::detail

@@ -1,0 +1,205 @@
+// Network builder: owns the layers and the value table; every layer call validates its
+// inputs (handles from this network, names unique) before the layer infers its shape.
+#include "cgr/network.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cgr/error.hpp"
+
+namespace cgr {
+
+struct Network::State {
+  struct ValueInfo {
+    TensorDesc desc;
+    int producer = -1;  // layer index; -1 for a network input
+  };
+  std::vector<ValueInfo> values;
+  std::map<std::string, int, std::less<>> value_by_name;
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<std::vector<Value>> layer_inputs;
+  std::vector<Value> layer_outputs;
+  std::vector<Value> inputs;
+  std::vector<std::pair<std::string, Value>> outputs;
+};
+
+Network::Network() : state_(std::make_unique<State>()) {}
+Network::~Network() = default;
+Network::Network(Network&&) noexcept = default;
+Network& Network::operator=(Network&&) noexcept = default;
+
+void Network::check_new_name(const std::string& name) const {
+  if (name.empty()) fail("every input and layer needs a non-empty name");
+  if (state_->value_by_name.contains(name)) {
+    fail("the name '{}' is used twice: layer and input names must be unique", name);
+  }
+}
+
+void Network::check_value(Value value, std::string_view layer_name) const {
+  if (value.id < 0 || value.id >= static_cast<int>(state_->values.size())) {
+    fail("layer '{}': an input Value (id {}) does not belong to this network", layer_name,
+         value.id);
+  }
+}
+
+Value Network::make_value(TensorDesc desc, int producer) {
+  const Value value{static_cast<int>(state_->values.size())};
+  state_->value_by_name.emplace(desc.name, value.id);
+  state_->values.push_back({std::move(desc), producer});
+  return value;
+}
+
+Value Network::input(const std::string& name, Shape shape, DType dtype) {
+  check_new_name(name);
+  if (shape.rank() == 0) fail("input '{}': a shape needs at least one dimension", name);
+  for (auto d : shape.dims()) {
+    if (d <= 0) fail("input '{}': shape {} has a dimension <= 0", name, shape.to_string());
+  }
+  if (dtype != DType::f32) {
+    fail("input '{}': dtype {} is not supported yet (only f32)", name, to_string(dtype));
+  }
+  const Value value = make_value(TensorDesc{name, std::move(shape), dtype}, -1);
+  state_->inputs.push_back(value);
+  return value;
+}
+
+void Network::output(const std::string& name, Value value) {
+  check_value(value, name);
+  if (name.empty()) fail("an output needs a non-empty name");
+  for (const auto& [existing, v] : state_->outputs) {
+    if (existing == name) fail("output '{}' is declared twice", name);
+  }
+  for (Value in : state_->inputs) {
+    if (state_->values[in.id].desc.name == name && in.id != value.id) {
+      fail("output '{}' has the name of an input", name);
+    }
+  }
+  state_->outputs.emplace_back(name, value);
+}
+
+Value Network::add_layer(std::unique_ptr<Layer> layer, const std::vector<Value>& inputs) {
+  CGR_ASSERT(layer != nullptr);
+  check_new_name(layer->name());
+  if (inputs.size() != layer->inputs().size()) {
+    fail("layer '{}': built for {} inputs but given {}", layer->name(), layer->inputs().size(),
+         inputs.size());
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_value(inputs[i], layer->name());
+    const TensorDesc& actual = state_->values[inputs[i].id].desc;
+    const TensorDesc& expected = layer->inputs()[i];
+    if (actual.shape != expected.shape || actual.dtype != expected.dtype) {
+      fail("layer '{}': input {} is '{}' {} but the layer was built for {}", layer->name(), i,
+           actual.name, actual.shape.to_string(), expected.shape.to_string());
+    }
+  }
+  const int index = static_cast<int>(state_->layers.size());
+  const Value out = make_value(layer->output(), index);
+  state_->layers.push_back(std::move(layer));
+  state_->layer_inputs.push_back(inputs);
+  state_->layer_outputs.push_back(out);
+  return out;
+}
+
+// Each builder validates its handles before the layer constructor reads their descriptors.
+Value Network::conv2d(Value x, const Conv2dParams& params, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Conv2d>(name, desc(x), params), {x});
+}
+
+Value Network::batch_norm2d(Value x, const BatchNorm2dParams& params, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<BatchNorm2d>(name, desc(x), params), {x});
+}
+
+Value Network::relu(Value x, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Relu>(name, desc(x)), {x});
+}
+
+Value Network::max_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<MaxPool2d>(name, desc(x), params), {x});
+}
+
+Value Network::avg_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<AvgPool2d>(name, desc(x), params), {x});
+}
+
+Value Network::global_avg_pool(Value x, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<GlobalAvgPool>(name, desc(x)), {x});
+}
+
+Value Network::linear(Value x, const LinearParams& params, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Linear>(name, desc(x), params), {x});
+}
+
+Value Network::add(Value a, Value b, const std::string& name) {
+  check_value(a, name);
+  check_value(b, name);
+  return add_layer(std::make_unique<Add>(name, desc(a), desc(b)), {a, b});
+}
+
+Value Network::concat(const std::vector<Value>& values, const std::string& name, int axis) {
+  std::vector<TensorDesc> descs;
+  for (Value v : values) {
+    check_value(v, name);
+    descs.push_back(desc(v));
+  }
+  return add_layer(std::make_unique<Concat>(name, std::move(descs), axis), values);
+}
+
+Value Network::flatten(Value x, const std::string& name, int start_dim) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Flatten>(name, desc(x), start_dim), {x});
+}
+
+Value Network::softmax(Value x, const std::string& name, int axis) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Softmax>(name, desc(x), axis), {x});
+}
+
+const TensorDesc& Network::desc(Value value) const {
+  check_value(value, "?");
+  return state_->values[value.id].desc;
+}
+
+Value Network::find_value(std::string_view name) const {
+  const auto it = state_->value_by_name.find(name);
+  return it == state_->value_by_name.end() ? Value{} : Value{it->second};
+}
+
+int Network::layer_count() const { return static_cast<int>(state_->layers.size()); }
+const Layer& Network::layer(int index) const { return *state_->layers.at(index); }
+const std::vector<Value>& Network::layer_inputs(int index) const {
+  return state_->layer_inputs.at(index);
+}
+Value Network::layer_output(int index) const { return state_->layer_outputs.at(index); }
+int Network::producer(Value value) const {
+  check_value(value, "?");
+  return state_->values[value.id].producer;
+}
+const std::vector<Value>& Network::inputs() const { return state_->inputs; }
+const std::vector<std::pair<std::string, Value>>& Network::outputs() const {
+  return state_->outputs;
+}
+
+Graph Network::graph() const {
+  std::vector<OpAccess> ops;
+  ops.reserve(state_->layers.size());
+  for (std::size_t i = 0; i < state_->layers.size(); ++i) {
+    OpAccess op;
+    op.name = state_->layers[i]->name();
+    op.label = std::string(state_->layers[i]->kind());
+    for (Value v : state_->layer_inputs[i]) op.reads.push_back(v.id);
+    op.writes.push_back(state_->layer_outputs[i].id);
+    ops.push_back(std::move(op));
+  }
+  return Graph(std::move(ops));
+}
+
+}  // namespace cgr

@@ -1,0 +1,157 @@
+#include "cgr/thread_pool.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+
+namespace cgr {
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  size_ = threads;
+  workers_.reserve(static_cast<std::size_t>(threads - 1));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& worker : workers_) worker.join();
+}
+
+void ThreadPool::submit(std::function<void()> task) {
+  if (workers_.empty()) {
+    // No workers: the task runs when a caller helps (run_one), keeping a single thread.
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+}
+
+bool ThreadPool::run_one() {
+  std::function<void()> task;
+  {
+    std::lock_guard lock(mutex_);
+    if (tasks_.empty()) return false;
+    task = std::move(tasks_.front());
+    tasks_.pop_front();
+  }
+  task();
+  return true;
+}
+
+void ThreadPool::help_until(const std::function<bool()>& done) {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return done() || !tasks_.empty(); });
+      if (done()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+void ThreadPool::notify_waiters() {
+  // Taking the lock orders this notify after a waiter's predicate check (no lost wake-up).
+  std::lock_guard lock(mutex_);
+  wake_.notify_all();
+}
+
+void ThreadPool::worker_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+namespace {
+
+// Shared state of one parallel_for: chunks are claimed with an atomic counter, so whoever
+// comes first (caller or helper) runs the next chunk and a late helper finds nothing to do.
+struct ParallelForState {
+  std::size_t n = 0;
+  std::size_t chunk = 0;
+  std::size_t chunks = 0;
+  const std::function<void(std::size_t, std::size_t)>* body = nullptr;
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex mutex;
+  std::condition_variable finished;
+  std::exception_ptr error;
+
+  void run_chunks() {
+    for (;;) {
+      const std::size_t index = next.fetch_add(1, std::memory_order_relaxed);
+      if (index >= chunks) return;
+      const std::size_t begin = index * chunk;
+      const std::size_t end = std::min(n, begin + chunk);
+      try {
+        (*body)(begin, end);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+        std::lock_guard lock(mutex);
+        finished.notify_all();
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
+                              const std::function<void(std::size_t, std::size_t)>& body) {
+  if (n == 0) return;
+  grain = std::max<std::size_t>(grain, 1);
+  const std::size_t max_chunks = (n + grain - 1) / grain;
+  // A few chunks per thread balance uneven chunk costs without much claiming overhead.
+  const std::size_t chunks = std::min<std::size_t>(max_chunks, static_cast<std::size_t>(size_) * 4);
+  if (chunks <= 1 || workers_.empty()) {
+    body(0, n);
+    return;
+  }
+  auto state = std::make_shared<ParallelForState>();
+  state->n = n;
+  state->chunk = (n + chunks - 1) / chunks;
+  state->chunks = (n + state->chunk - 1) / state->chunk;
+  state->body = &body;
+  const std::size_t helpers = std::min<std::size_t>(workers_.size(), state->chunks - 1);
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < helpers; ++i) tasks_.emplace_back([state] { state->run_chunks(); });
+  }
+  if (helpers == 1) {
+    wake_.notify_one();
+  } else {
+    wake_.notify_all();
+  }
+  state->run_chunks();
+  // Only chunks that other threads are running remain; they finish without needing us.
+  {
+    std::unique_lock lock(state->mutex);
+    state->finished.wait(lock, [&] { return state->done.load() == state->chunks; });
+  }
+  if (state->error) std::rethrow_exception(state->error);
+}
+
+}  // namespace cgr

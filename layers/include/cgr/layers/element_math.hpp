@@ -1,0 +1,73 @@
+// Element math shared by the CPU kernels and the CUDA kernels: activation, pooling windows,
+// softmax rows. Written once as host/device inline code so the CPU tests check the very
+// arithmetic the GPU runs. No std:: calls that CUDA device code lacks; no exceptions.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CGR_HD __host__ __device__ __forceinline__
+#else
+#define CGR_HD inline
+#endif
+
+namespace cgr::math {
+
+// ReLU that propagates NaN like PyTorch (NaN < 0 is false, so NaN passes through).
+CGR_HD float relu(float x) { return x < 0.0f ? 0.0f : x; }
+
+// Output length of a sliding window along one axis, PyTorch's rule (also ONNX's):
+// floor or ceil of (in + pads - dilation*(k-1) - 1) / stride + 1, and in ceil mode the last
+// window must start inside the input or the leading padding.
+CGR_HD std::int64_t window_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride,
+                                       std::int64_t pad_begin, std::int64_t pad_end,
+                                       std::int64_t dilation, bool ceil_mode) {
+  const std::int64_t span = in + pad_begin + pad_end - dilation * (kernel - 1) - 1;
+  if (span < 0) return 0;
+  std::int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  return out;
+}
+
+// One axis of a pooling window: the input range [begin, end) it covers after clipping, and
+// the length it would have counting padding (avg pool with count_include_pad divides by it).
+struct WindowAxis {
+  std::int64_t begin;
+  std::int64_t end;
+  std::int64_t padded_length;
+};
+
+CGR_HD WindowAxis pool_window_axis(std::int64_t out_index, std::int64_t in, std::int64_t kernel,
+                                   std::int64_t stride, std::int64_t pad_begin,
+                                   std::int64_t pad_end) {
+  std::int64_t begin = out_index * stride - pad_begin;
+  std::int64_t end = begin + kernel;
+  if (end > in + pad_end) end = in + pad_end;
+  const std::int64_t padded = end - begin;
+  if (begin < 0) begin = 0;
+  if (end > in) end = in;
+  return WindowAxis{begin, end, padded};
+}
+
+// Max that propagates NaN (PyTorch's max_pool2d returns NaN when the window holds one).
+CGR_HD float nan_max(float current, float candidate) {
+  return (candidate > current || candidate != candidate) ? candidate : current;
+}
+
+// Numerically stable softmax of one row of n values spaced `stride` elements apart (stride 1
+// for the last axis, H*W for the channel axis of an NCHW tensor).
+CGR_HD void softmax_row(const float* in, float* out, std::int64_t n, std::int64_t stride) {
+  float max_value = in[0];
+  for (std::int64_t i = 1; i < n; ++i) max_value = nan_max(max_value, in[i * stride]);
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float e = expf(in[i * stride] - max_value);
+    out[i * stride] = e;
+    sum += e;
+  }
+  const float inverse = 1.0f / sum;
+  for (std::int64_t i = 0; i < n; ++i) out[i * stride] *= inverse;
+}
+
+}  // namespace cgr::math

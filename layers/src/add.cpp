@@ -1,0 +1,51 @@
+// Add: elementwise, optionally followed by a fused ReLU.
+#include "cgr/layers/add.hpp"
+
+#include "cgr/error.hpp"
+#include "cgr/layers/element_math.hpp"
+#include "cgr/thread_pool.hpp"
+
+namespace cgr {
+namespace {
+
+class AddCpuKernel final : public CpuKernel {
+ public:
+  AddCpuKernel(std::int64_t count, bool relu) : count_(static_cast<std::size_t>(count)), relu_(relu) {}
+  void run(const KernelIo& io) const override {
+    const float* a = io.inputs[0];
+    const float* b = io.inputs[1];
+    float* y = io.output;
+    io.pool->parallel_for(count_, 1 << 16, [&](std::size_t begin, std::size_t end) {
+      if (relu_) {
+        for (std::size_t i = begin; i < end; ++i) y[i] = math::relu(a[i] + b[i]);
+      } else {
+        for (std::size_t i = begin; i < end; ++i) y[i] = a[i] + b[i];
+      }
+    });
+  }
+
+ private:
+  std::size_t count_;
+  bool relu_;
+};
+
+}  // namespace
+
+Add::Add(std::string name, const TensorDesc& a, const TensorDesc& b)
+    : Layer(std::move(name), {a, b}) {
+  if (a.shape != b.shape) {
+    fail("Add '{}': operands '{}' ({}) and '{}' ({}) must have the same shape", this->name(),
+         a.name, a.shape.to_string(), b.name, b.shape.to_string());
+  }
+  set_output(a.shape);
+}
+
+std::unique_ptr<CpuKernel> Add::make_cpu_kernel(const LayerWeights&) const {
+  return make_fused_cpu_kernel(false);
+}
+
+std::unique_ptr<CpuKernel> Add::make_fused_cpu_kernel(bool relu) const {
+  return std::make_unique<AddCpuKernel>(output().shape.numel(), relu);
+}
+
+}  // namespace cgr

@@ -1,0 +1,403 @@
+// CPU convolution: output[n, g-block of channels] = W_g (M x K) * im2col_g(input[n]) (K x N)
+// per group g, with M = out channels per group, K = in channels per group x kernel_h x
+// kernel_w, N = out_h x out_w, then + bias + residual and ReLU in the GEMM's last store.
+//
+// Why this shape: the weights are packed once into the micro-kernel's row strips; im2col
+// writes the input patches straight into the column-strip panel the micro-kernel reads
+// (k-major inside each nr-wide strip), so there is no separate packing pass over B. Work is
+// split over (group, row block, column strip) tiles only; the sum over K of every output
+// element is the same chain whatever the split, so results do not depend on the thread count.
+// When there are enough column strips to keep every thread busy, one task im2cols a few
+// strips and multiplies them at once while they are still in L2; otherwise (tiny outputs,
+// big K) im2col runs first and the GEMM is also split over row blocks.
+#include "cpu/conv_cpu.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cgr/error.hpp"
+#include "cgr/layers/element_math.hpp"
+#include "cgr/thread_pool.hpp"
+#include "cpu/gemm.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CGR_CONV_X86 1
+#include <immintrin.h>
+#endif
+
+namespace cgr::cpu {
+namespace {
+
+// Multiply-adds one task should at least carry: ~20-40 us of work against a few us of pool
+// overhead per task.
+constexpr std::int64_t kTaskMacs = std::int64_t{1} << 20;
+// Floats of im2col output one task should at least write when im2col runs on its own.
+constexpr std::int64_t kTaskIm2colFloats = std::int64_t{1} << 16;
+// Bytes of B panel (K x strips x nr) one fused step im2cols before multiplying: well inside
+// L2 next to the A block, so the GEMM reads what im2col just wrote from cache.
+constexpr std::int64_t kPanelBlockBytes = std::int64_t{384} << 10;
+
+// Floor division for possibly negative numerators (positive divisor).
+std::int64_t floor_div(std::int64_t x, std::int64_t d) {
+  return x >= 0 ? x / d : -((-x + d - 1) / d);
+}
+
+// One run of consecutive output columns inside one output row of a strip.
+struct Segment {
+  std::int64_t ih0;     // input row of kernel row 0
+  std::int64_t ow0;     // first output column
+  std::int64_t length;  // output columns in the run
+  std::int64_t offset;  // position inside the strip
+};
+
+// What im2col reads for one group (see the members of ConvKernelCpu).
+struct StripSource {
+  const float* input = nullptr;  // the group's first input channel
+  std::int64_t channels = 0, plane = 0, in_h = 0, in_w = 0;
+  std::int64_t kernel_h = 0, kernel_w = 0, dilation_h = 0, dilation_w = 0;
+  std::int64_t pad_left = 0, stride_w = 0;
+  const std::int64_t* kw_begin = nullptr;
+  const std::int64_t* kw_end = nullptr;
+};
+
+// Writes the K rows (c, kh, kw) of one column strip: per row, each segment copies its input
+// pixels, or zeros where the window hangs over the padding; columns past `count` are zero.
+void im2col_rows(const StripSource& src, const Segment* segments, std::int64_t segment_count,
+                 std::int64_t count, std::int64_t nr, float* row) {
+  for (std::int64_t c = 0; c < src.channels; ++c) {
+    const float* channel = src.input + c * src.plane;
+    for (std::int64_t kh = 0; kh < src.kernel_h; ++kh) {
+      const std::int64_t dy = kh * src.dilation_h;
+      for (std::int64_t kw = 0; kw < src.kernel_w; ++kw) {
+        const std::int64_t valid_begin = src.kw_begin[kw];
+        const std::int64_t valid_end = src.kw_end[kw];
+        const std::int64_t shift = kw * src.dilation_w - src.pad_left;
+        for (std::int64_t s = 0; s < segment_count; ++s) {
+          const Segment& seg = segments[s];
+          float* out = row + seg.offset - seg.ow0;  // indexed by output column
+          const std::int64_t end = seg.ow0 + seg.length;
+          const std::int64_t ih = seg.ih0 + dy;
+          if (ih < 0 || ih >= src.in_h) {
+            std::fill(out + seg.ow0, out + end, 0.0f);
+            continue;
+          }
+          const std::int64_t lo = std::clamp(valid_begin, seg.ow0, end);
+          const std::int64_t hi = std::clamp(valid_end, lo, end);
+          std::fill(out + seg.ow0, out + lo, 0.0f);
+          const float* in_row = channel + ih * src.in_w;
+          if (src.stride_w == 1) {
+            std::memcpy(out + lo, in_row + lo + shift,
+                        static_cast<std::size_t>(hi - lo) * sizeof(float));
+          } else {
+            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = in_row[ow * src.stride_w + shift];
+          }
+          std::fill(out + hi, out + end, 0.0f);
+        }
+        if (count < nr) std::fill(row + count, row + nr, 0.0f);
+        row += nr;
+      }
+    }
+  }
+}
+
+#if defined(CGR_CONV_X86)
+// The same for a 32-column strip with AVX-512: a row is built in two registers from masked
+// loads (stride 1) or masked gathers, one per segment; lanes outside the image stay zero.
+// Masked-off lanes are never touched, so reading "before" a row start is fine.
+__attribute__((target("avx512f"))) void im2col_rows_avx512(const StripSource& src,
+                                                           const Segment* segments,
+                                                           std::int64_t segment_count,
+                                                           float* row) {
+  const auto stride = static_cast<int>(src.stride_w);
+  const __m512i lane_index =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(stride));
+  for (std::int64_t c = 0; c < src.channels; ++c) {
+    const float* channel = src.input + c * src.plane;
+    for (std::int64_t kh = 0; kh < src.kernel_h; ++kh) {
+      const std::int64_t dy = kh * src.dilation_h;
+      for (std::int64_t kw = 0; kw < src.kernel_w; ++kw) {
+        const std::int64_t valid_begin = src.kw_begin[kw];
+        const std::int64_t valid_end = src.kw_end[kw];
+        const std::int64_t shift = kw * src.dilation_w - src.pad_left;
+        __m512 low = _mm512_setzero_ps();
+        __m512 high = _mm512_setzero_ps();
+        for (std::int64_t s = 0; s < segment_count; ++s) {
+          const Segment& seg = segments[s];
+          const std::int64_t ih = seg.ih0 + dy;
+          if (ih < 0 || ih >= src.in_h) continue;
+          const std::int64_t end = seg.ow0 + seg.length;
+          const std::int64_t lo = std::clamp(valid_begin, seg.ow0, end);
+          const std::int64_t hi = std::clamp(valid_end, lo, end);
+          if (lo == hi) continue;
+          const auto mask = static_cast<std::uint32_t>(
+              ((std::uint64_t{1} << (hi - lo)) - 1) << (seg.offset + lo - seg.ow0));
+          const auto mask_low = static_cast<__mmask16>(mask & 0xffffu);
+          const auto mask_high = static_cast<__mmask16>(mask >> 16);
+          const float* in_row = channel + ih * src.in_w;
+          // Lane j holds input column (ow0 - offset + j) * stride + shift.
+          const std::int64_t first = (seg.ow0 - seg.offset) * src.stride_w + shift;
+          if (stride == 1) {
+            const std::uintptr_t base =
+                reinterpret_cast<std::uintptr_t>(in_row) +
+                static_cast<std::uintptr_t>(first) * sizeof(float);  // wraps when negative
+            low = _mm512_mask_loadu_ps(low, mask_low, reinterpret_cast<const float*>(base));
+            high = _mm512_mask_loadu_ps(high, mask_high,
+                                        reinterpret_cast<const float*>(base + 16 * sizeof(float)));
+          } else {
+            const __m512i index = _mm512_add_epi32(lane_index, _mm512_set1_epi32(static_cast<int>(first)));
+            low = _mm512_mask_i32gather_ps(low, mask_low, index, in_row, 4);
+            high = _mm512_mask_i32gather_ps(
+                high, mask_high, _mm512_add_epi32(index, _mm512_set1_epi32(16 * stride)), in_row,
+                4);
+          }
+        }
+        _mm512_storeu_ps(row, low);
+        _mm512_storeu_ps(row + 16, high);
+        row += 32;
+      }
+    }
+  }
+}
+#endif  // CGR_CONV_X86
+
+}  // namespace
+
+ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float> weight,
+                             std::span<const float> bias)
+    : geometry_(geometry), kernel_(&gemm::best_kernel()) {
+  const ConvGeometry& g = geometry_;
+  if (g.batch < 0 || g.in_channels <= 0 || g.out_channels <= 0 || g.in_h < 0 || g.in_w < 0 ||
+      g.kernel_h <= 0 || g.kernel_w <= 0 || g.stride_h <= 0 || g.stride_w <= 0 ||
+      g.dilation_h <= 0 || g.dilation_w <= 0 || g.groups <= 0 || g.pad_top < 0 ||
+      g.pad_left < 0 || g.pad_bottom < 0 || g.pad_right < 0) {
+    fail("conv: invalid geometry (batch {}, channels {}->{}, input {}x{}, kernel {}x{}, stride "
+         "{}x{}, dilation {}x{}, groups {}, pads {},{},{},{})",
+         g.batch, g.in_channels, g.out_channels, g.in_h, g.in_w, g.kernel_h, g.kernel_w,
+         g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.groups, g.pad_top, g.pad_left,
+         g.pad_bottom, g.pad_right);
+  }
+  if (g.in_channels % g.groups != 0 || g.out_channels % g.groups != 0) {
+    fail("conv: groups {} must divide in_channels {} and out_channels {}", g.groups,
+         g.in_channels, g.out_channels);
+  }
+  const std::int64_t expect_h = math::window_output_size(g.in_h, g.kernel_h, g.stride_h,
+                                                         g.pad_top, g.pad_bottom, g.dilation_h,
+                                                         false);
+  const std::int64_t expect_w = math::window_output_size(g.in_w, g.kernel_w, g.stride_w,
+                                                         g.pad_left, g.pad_right, g.dilation_w,
+                                                         false);
+  if (g.out_h != expect_h || g.out_w != expect_w) {
+    fail("conv: output size {}x{} does not match the geometry, which gives {}x{}", g.out_h,
+         g.out_w, expect_h, expect_w);
+  }
+  group_m_ = g.out_channels / g.groups;
+  group_k_ = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
+  const auto weight_size = static_cast<std::size_t>(g.out_channels * group_k_);
+  if (weight.size() != weight_size) {
+    fail("conv: weight has {} values, expected {} ({}x{}x{}x{})", weight.size(), weight_size,
+         g.out_channels, g.in_channels / g.groups, g.kernel_h, g.kernel_w);
+  }
+  if (!bias.empty() && bias.size() != static_cast<std::size_t>(g.out_channels)) {
+    fail("conv: bias has {} values, expected {}", bias.size(), g.out_channels);
+  }
+
+  const std::int64_t mr = kernel_->mr;
+  m_padded_ = gemm::round_up(group_m_, mr);
+  columns_ = g.out_h * g.out_w;
+  col_strips_ = gemm::ceil_div(columns_, kernel_->nr);
+  packed_weight_.resize(static_cast<std::size_t>(g.groups * m_padded_ * group_k_));
+  for (std::int64_t group = 0; group < g.groups; ++group) {
+    gemm::pack_a(weight.data() + group * group_m_ * group_k_, group_k_, group_m_, group_k_, mr,
+                 packed_weight_.data() + group * m_padded_ * group_k_);
+  }
+  if (!bias.empty()) {
+    bias_.assign(static_cast<std::size_t>(g.groups * m_padded_), 0.0f);
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      std::copy_n(bias.data() + group * group_m_, group_m_, bias_.data() + group * m_padded_);
+    }
+  }
+
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
+                         g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                         g.pad_bottom == 0 && g.pad_right == 0;
+  view_in_h_ = pointwise ? 1 : g.in_h;
+  view_in_w_ = pointwise ? g.in_h * g.in_w : g.in_w;
+  view_out_w_ = pointwise ? columns_ : g.out_w;
+  kw_begin_.resize(static_cast<std::size_t>(g.kernel_w));
+  kw_end_.resize(static_cast<std::size_t>(g.kernel_w));
+  for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+    // Input column ow * stride + shift must lie in [0, in_w).
+    const std::int64_t shift = kw * g.dilation_w - g.pad_left;
+    const std::int64_t begin = -floor_div(shift, g.stride_w);  // ceil(-shift / stride)
+    const std::int64_t end = floor_div(view_in_w_ - 1 - shift, g.stride_w) + 1;
+    kw_begin_[static_cast<std::size_t>(kw)] = std::clamp<std::int64_t>(begin, 0, view_out_w_);
+    kw_end_[static_cast<std::size_t>(kw)] =
+        std::clamp<std::int64_t>(end, kw_begin_[static_cast<std::size_t>(kw)], view_out_w_);
+  }
+#if defined(CGR_CONV_X86)
+  // Gather indices are 32-bit: keep to rows they can address.
+  im2col_avx512_ = kernel_->nr == 32 && __builtin_cpu_supports("avx512f") &&
+                   (g.stride_w == 1 || (view_in_w_ + 64) * g.stride_w < (std::int64_t{1} << 30));
+#endif
+}
+
+std::size_t ConvKernelCpu::workspace_bytes() const {
+  return static_cast<std::size_t>(geometry_.groups * group_k_ * col_strips_ * kernel_->nr) *
+         sizeof(float);
+}
+
+void ConvKernelCpu::im2col_strip(const float* group_input, std::int64_t strip,
+                                 float* dst) const {
+  const ConvGeometry& g = geometry_;
+  const std::int64_t nr = kernel_->nr;
+  const std::int64_t first = strip * nr;
+  const std::int64_t count = std::min(nr, columns_ - first);
+
+  Segment segments[gemm::kMaxNr];
+  std::int64_t segment_count = 0;
+  for (std::int64_t column = first; column < first + count;) {
+    const std::int64_t oh = column / view_out_w_;
+    const std::int64_t ow = column % view_out_w_;
+    const std::int64_t length = std::min(view_out_w_ - ow, first + count - column);
+    segments[segment_count++] = Segment{oh * g.stride_h - g.pad_top, ow, length, column - first};
+    column += length;
+  }
+
+  StripSource source;
+  source.input = group_input;
+  source.channels = g.in_channels / g.groups;
+  source.plane = g.in_h * g.in_w;
+  source.in_h = view_in_h_;
+  source.in_w = view_in_w_;
+  source.kernel_h = g.kernel_h;
+  source.kernel_w = g.kernel_w;
+  source.dilation_h = g.dilation_h;
+  source.dilation_w = g.dilation_w;
+  source.pad_left = g.pad_left;
+  source.stride_w = g.stride_w;
+  source.kw_begin = kw_begin_.data();
+  source.kw_end = kw_end_.data();
+#if defined(CGR_CONV_X86)
+  if (im2col_avx512_) {
+    im2col_rows_avx512(source, segments, segment_count, dst);
+    return;
+  }
+#endif
+  im2col_rows(source, segments, segment_count, count, nr, dst);
+}
+
+void ConvKernelCpu::run(const float* input, const float* residual, float* output,
+                        float* workspace, bool relu, ThreadPool* pool) const {
+  const ConvGeometry& g = geometry_;
+  if (columns_ == 0 || g.batch == 0) return;
+  const std::int64_t mr = kernel_->mr;
+  const std::int64_t nr = kernel_->nr;
+  const std::int64_t groups = g.groups;
+  const std::int64_t strips = col_strips_;
+  const std::int64_t m_strips = m_padded_ / mr;
+  const std::int64_t panel = group_k_ * strips * nr;  // floats of one group's panel
+  const std::int64_t threads = pool ? pool->size() : 1;
+
+  // Strips im2col'd and multiplied together: a panel block that fits in L2.
+  const std::int64_t block_strips = std::clamp<std::int64_t>(
+      kPanelBlockBytes / (group_k_ * nr * static_cast<std::int64_t>(sizeof(float))), 1, strips);
+  // Row strips per task: all of them, unless too few column strips would leave threads idle
+  // and there is enough work to share.
+  std::int64_t task_m_strips = m_strips;
+  if (threads > 1) {
+    const std::int64_t wanted = 4 * threads;
+    while (task_m_strips > 1 &&
+           groups * strips * gemm::ceil_div(m_strips, task_m_strips) < wanted &&
+           (task_m_strips / 2) * mr * group_k_ * nr >= kTaskMacs) {
+      task_m_strips = gemm::ceil_div(task_m_strips, 2);
+    }
+  }
+  const std::int64_t m_blocks = gemm::ceil_div(m_strips, task_m_strips);
+  const std::int64_t item_macs = task_m_strips * mr * group_k_ * nr;
+  const std::int64_t gemm_grain = std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs));
+
+  const std::int64_t in_image = g.in_channels * g.in_h * g.in_w;
+  const std::int64_t out_image = g.out_channels * columns_;
+  for (std::int64_t n = 0; n < g.batch; ++n) {
+    const float* image = input + n * in_image;
+    float* out = output + n * out_image;
+    const float* res = residual ? residual + n * out_image : nullptr;
+
+    auto product = [&](std::int64_t group) {
+      gemm::PackedProduct p;
+      p.kernel = kernel_;
+      p.m = group_m_;
+      p.n = columns_;
+      p.k = group_k_;
+      p.a = packed_weight_.data() + group * m_padded_ * group_k_;
+      p.b = workspace + group * panel;
+      p.c = out + group * group_m_ * columns_;
+      p.ldc = columns_;
+      p.row_bias = bias_.empty() ? nullptr : bias_.data() + group * m_padded_;
+      p.residual = res ? res + group * group_m_ * columns_ : nullptr;
+      p.ldr = columns_;
+      p.relu = relu;
+      return p;
+    };
+    auto group_input = [&](std::int64_t group) {
+      return image + group * (g.in_channels / groups) * g.in_h * g.in_w;
+    };
+    auto strip_panel = [&](std::int64_t group, std::int64_t strip) {
+      return workspace + group * panel + strip * group_k_ * nr;
+    };
+
+    if (m_blocks == 1) {
+      // Fused: each task im2cols a block of strips and multiplies it while it is in cache.
+      // Items: (group, column strip).
+      gemm::parallel_range(pool, groups * strips, gemm_grain, [&](std::int64_t begin,
+                                                                  std::int64_t end) {
+        for (std::int64_t item = begin; item < end;) {
+          const std::int64_t group = item / strips;
+          const std::int64_t s_end = std::min(end - group * strips, strips);
+          const gemm::PackedProduct p = product(group);
+          for (std::int64_t s0 = item - group * strips; s0 < s_end; s0 += block_strips) {
+            const std::int64_t s1 = std::min(s_end, s0 + block_strips);
+            for (std::int64_t s = s0; s < s1; ++s) {
+              im2col_strip(group_input(group), s, strip_panel(group, s));
+            }
+            gemm::gemm_packed(p, 0, m_strips, s0, s1);
+          }
+          item = group * strips + s_end;
+        }
+      });
+      continue;
+    }
+
+    // Few column strips: im2col first, then split the GEMM over row blocks too.
+    const std::int64_t im2col_grain =
+        std::max<std::int64_t>(1, gemm::ceil_div(kTaskIm2colFloats, group_k_ * nr));
+    gemm::parallel_range(pool, groups * strips, im2col_grain,
+                         [&](std::int64_t begin, std::int64_t end) {
+                           for (std::int64_t item = begin; item < end; ++item) {
+                             const std::int64_t group = item / strips;
+                             const std::int64_t s = item % strips;
+                             im2col_strip(group_input(group), s, strip_panel(group, s));
+                           }
+                         });
+    // Items: (group, row block, column strip), strips innermost so a task's strips share
+    // the A block.
+    gemm::parallel_range(pool, groups * m_blocks * strips, gemm_grain, [&](std::int64_t begin,
+                                                                           std::int64_t end) {
+      for (std::int64_t item = begin; item < end;) {
+        const std::int64_t outer = item / strips;  // group * m_blocks + row block
+        const std::int64_t group = outer / m_blocks;
+        const std::int64_t m0 = (outer % m_blocks) * task_m_strips;
+        const std::int64_t m1 = std::min(m_strips, m0 + task_m_strips);
+        const std::int64_t s_end = std::min(end - outer * strips, strips);
+        const gemm::PackedProduct p = product(group);
+        for (std::int64_t s0 = item - outer * strips; s0 < s_end; s0 += block_strips) {
+          gemm::gemm_packed(p, m0, m1, s0, std::min(s_end, s0 + block_strips));
+        }
+        item = outer * strips + s_end;
+      }
+    });
+  }
+}
+
+}  // namespace cgr::cpu

@@ -1,0 +1,72 @@
+// CPU 2-D convolution (NCHW, float): im2col into the GEMM's packed panel layout + the GEMM
+// core, with bias, residual add and ReLU fused into the final store.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cgr {
+class ThreadPool;
+}
+
+namespace cgr::cpu {
+
+namespace gemm {
+struct MicroKernel;
+}
+
+struct ConvGeometry {
+  std::int64_t batch = 1, in_channels = 0, in_h = 0, in_w = 0;
+  std::int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1, groups = 1;
+  std::int64_t out_h = 0, out_w = 0;  // filled in by the caller (PyTorch's formula)
+};
+
+class ConvKernelCpu {
+ public:
+  // weight: [out_channels, in_channels/groups, kernel_h, kernel_w] (PyTorch layout), packed
+  // here once. bias: out_channels values, or empty for none. Throws cgr::Error on a geometry
+  // or size mismatch.
+  ConvKernelCpu(const ConvGeometry& geometry, std::span<const float> weight,
+                std::span<const float> bias);
+
+  const ConvGeometry& geometry() const { return geometry_; }
+
+  // Bytes of scratch one run needs (the im2col panel); the caller provides it (the memory
+  // plan owns it), 64-byte aligned for best speed.
+  std::size_t workspace_bytes() const;
+
+  // output[n, oc, oh, ow] = act(conv + bias[oc] + residual[n, oc, oh, ow]), act = ReLU
+  // (cgr::math::relu) when relu is true. residual may be null. input NCHW dense. pool may be
+  // null (single thread). The result is the same, bit for bit, for every pool size.
+  void run(const float* input, const float* residual, float* output, float* workspace,
+           bool relu, ThreadPool* pool) const;
+
+ private:
+  // Writes column strip `strip` of one group's im2col panel (group_k_ rows of nr columns).
+  void im2col_strip(const float* group_input, std::int64_t strip, float* dst) const;
+
+  ConvGeometry geometry_;
+  const gemm::MicroKernel* kernel_ = nullptr;
+  std::int64_t group_m_ = 0;      // output channels per group (GEMM M)
+  std::int64_t group_k_ = 0;      // (in_channels / groups) * kernel_h * kernel_w (GEMM K)
+  std::int64_t m_padded_ = 0;     // group_m_ rounded up to the micro-kernel's mr
+  std::int64_t columns_ = 0;      // out_h * out_w (GEMM N)
+  std::int64_t col_strips_ = 0;   // columns_ / nr, rounded up
+  std::vector<float> packed_weight_;  // groups x m_padded_ x group_k_, row strips
+  std::vector<float> bias_;           // groups x m_padded_, or empty
+
+  // The input plane as im2col sees it: a 1x1 stride-1 unpadded conv reads each channel as a
+  // single row of in_h * in_w pixels, so its strips copy whole runs.
+  std::int64_t view_in_h_ = 0, view_in_w_ = 0, view_out_w_ = 0;
+  // Per kernel column kw: the output columns [begin, end) whose input column is inside the
+  // image (outside it im2col writes the zero padding).
+  std::vector<std::int64_t> kw_begin_, kw_end_;
+  bool im2col_avx512_ = false;  // 32-column strips built with AVX-512 masked loads
+};
+
+}  // namespace cgr::cpu

@@ -1,0 +1,348 @@
+// The GEMM core: C = A B with an epilogue (bias, residual, ReLU) fused into the last store.
+//
+// Shape of the computation (the classic Goto/BLIS blocking, minus the packing, which the
+// callers do once or write directly):
+//   for each pass of kKc over K           (partial sums are stored to C between passes)
+//     for each block of up to kMcRows rows  (an MC x kKc slice of A stays in L2)
+//       for each column strip of nr        (a kKc x nr slice of B stays in L1)
+//         for each row strip of mr         -> micro-kernel: mr x nr accumulators in registers
+// The micro-kernels are compiled per ISA with target attributes and chosen at run time, so
+// the library itself needs no -march flag. They differ only in tile size: each output element
+// is one FMA chain over k in the same order, so every kernel, every tile partition and every
+// thread count gives the same bits (edge tiles go through full-size buffers for that reason:
+// an element never takes a different code path because of where a partition cut).
+#include "cpu/gemm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "cgr/layers/element_math.hpp"
+#include "cgr/thread_pool.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CGR_GEMM_X86 1
+#include <immintrin.h>
+#endif
+
+namespace cgr::cpu::gemm {
+namespace {
+
+// Rows per L2 block of A: 512 x kKc floats = 512 KiB, half a typical L2.
+constexpr std::int64_t kMcRows = 512;
+
+// Portable fallback (and the reference shape of every kernel below). Plain loops; the
+// compiler vectorises them for whatever baseline it targets.
+constexpr std::int64_t kGenericMr = 4;
+constexpr std::int64_t kGenericNr = 16;
+
+void tile_generic(const TileArgs& t) {
+  float acc[kGenericMr][kGenericNr];
+  for (std::int64_t r = 0; r < kGenericMr; ++r) {
+    for (std::int64_t j = 0; j < kGenericNr; ++j) acc[r][j] = t.load_c ? t.c[r * t.ldc + j] : 0.0f;
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  for (std::int64_t k = 0; k < t.kc; ++k) {
+    for (std::int64_t r = 0; r < kGenericMr; ++r) {
+      for (std::int64_t j = 0; j < kGenericNr; ++j) acc[r][j] += a[r] * b[j];
+    }
+    a += kGenericMr;
+    b += kGenericNr;
+  }
+  for (std::int64_t r = 0; r < kGenericMr; ++r) {
+    for (std::int64_t j = 0; j < kGenericNr; ++j) {
+      float v = acc[r][j];
+      if (t.last) {
+        if (t.row_bias) v += t.row_bias[r];
+        if (t.col_bias) v += t.col_bias[j];
+        if (t.residual) v += t.residual[r * t.ldr + j];
+        if (t.relu) v = math::relu(v);
+      }
+      t.c[r * t.ldc + j] = v;
+    }
+  }
+}
+
+#if defined(CGR_GEMM_X86)
+
+// AVX2 + FMA: 6 x 16 tile, 12 ymm accumulators + 2 B vectors + 1 broadcast of 16 registers.
+constexpr int kAvx2Mr = 6;
+constexpr int kAvx2Nr = 16;
+
+__attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
+  __m256 acc[kAvx2Mr][2];
+  if (t.load_c) {
+#pragma GCC unroll 6
+    for (int r = 0; r < kAvx2Mr; ++r) {
+      acc[r][0] = _mm256_loadu_ps(t.c + r * t.ldc);
+      acc[r][1] = _mm256_loadu_ps(t.c + r * t.ldc + 8);
+    }
+  } else {
+#pragma GCC unroll 6
+    for (int r = 0; r < kAvx2Mr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  const std::int64_t kc = t.kc;
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < kAvx2Mr; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a + r);
+      acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+    }
+    a += kAvx2Mr;
+    b += kAvx2Nr;
+  }
+  if (t.last) {
+    const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int r = 0; r < kAvx2Mr; ++r) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256 v = acc[r][h];
+        if (t.row_bias) v = _mm256_add_ps(v, _mm256_set1_ps(t.row_bias[r]));
+        if (t.col_bias) v = _mm256_add_ps(v, _mm256_loadu_ps(t.col_bias + 8 * h));
+        if (t.residual) v = _mm256_add_ps(v, _mm256_loadu_ps(t.residual + r * t.ldr + 8 * h));
+        // Clears lanes that compare below zero; NaN compares false and passes, as in relu().
+        if (t.relu) v = _mm256_andnot_ps(_mm256_cmp_ps(v, zero, _CMP_LT_OQ), v);
+        acc[r][h] = v;
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kAvx2Mr; ++r) {
+    _mm256_storeu_ps(t.c + r * t.ldc, acc[r][0]);
+    _mm256_storeu_ps(t.c + r * t.ldc + 8, acc[r][1]);
+  }
+}
+
+// AVX-512: 8 x 32 tile, 16 zmm accumulators. Eight rows divide the usual channel counts
+// (64, 128, ...) exactly, and 16 independent FMA chains cover the FMA latency of two pipes.
+constexpr int kAvx512Mr = 8;
+constexpr int kAvx512Nr = 32;
+
+__attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
+  __m512 acc[kAvx512Mr][2];
+  if (t.load_c) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kAvx512Mr; ++r) {
+      acc[r][0] = _mm512_loadu_ps(t.c + r * t.ldc);
+      acc[r][1] = _mm512_loadu_ps(t.c + r * t.ldc + 16);
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < kAvx512Mr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  const std::int64_t kc = t.kc;
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kAvx512Mr; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r]);
+      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+    }
+    a += kAvx512Mr;
+    b += kAvx512Nr;
+  }
+  if (t.last) {
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < kAvx512Mr; ++r) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m512 v = acc[r][h];
+        if (t.row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(t.row_bias[r]));
+        if (t.col_bias) v = _mm512_add_ps(v, _mm512_loadu_ps(t.col_bias + 16 * h));
+        if (t.residual) v = _mm512_add_ps(v, _mm512_loadu_ps(t.residual + r * t.ldr + 16 * h));
+        // Zeroes lanes that compare below zero; NaN compares false and passes, as in relu().
+        if (t.relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
+        acc[r][h] = v;
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kAvx512Mr; ++r) {
+    _mm512_storeu_ps(t.c + r * t.ldc, acc[r][0]);
+    _mm512_storeu_ps(t.c + r * t.ldc + 16, acc[r][1]);
+  }
+}
+
+#endif  // CGR_GEMM_X86
+
+const MicroKernel kGeneric{"generic", kGenericMr, kGenericNr, tile_generic};
+#if defined(CGR_GEMM_X86)
+const MicroKernel kAvx2{"avx2", kAvx2Mr, kAvx2Nr, tile_avx2};
+const MicroKernel kAvx512{"avx512", kAvx512Mr, kAvx512Nr, tile_avx512};
+#endif
+
+std::vector<const MicroKernel*> detect_kernels() {
+  std::vector<const MicroKernel*> kernels;
+#if defined(CGR_GEMM_X86)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the wider registers (XGETBV).
+  if (__builtin_cpu_supports("avx512f")) kernels.push_back(&kAvx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) kernels.push_back(&kAvx2);
+#endif
+  kernels.push_back(&kGeneric);
+  return kernels;
+}
+
+std::atomic<const MicroKernel*> g_override{nullptr};
+
+// Runs one tile; an edge tile (fewer than mr rows or nr columns valid) is staged through
+// full-size buffers so the micro-kernel does exactly the arithmetic of a full tile.
+void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int64_t cols) {
+  if (rows == kernel.mr && cols == kernel.nr) {
+    kernel.tile(t);
+    return;
+  }
+  const std::int64_t nr = kernel.nr;
+  alignas(64) float c_buf[kMaxMr * kMaxNr];
+  alignas(64) float r_buf[kMaxMr * kMaxNr];
+  float* const c = t.c;
+  const std::int64_t ldc = t.ldc;
+  if (t.load_c) {
+    std::fill_n(c_buf, kMaxMr * kMaxNr, 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) std::memcpy(c_buf + r * nr, c + r * ldc, cols * 4);
+  }
+  if (t.last && t.residual) {
+    std::fill_n(r_buf, kMaxMr * kMaxNr, 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::memcpy(r_buf + r * nr, t.residual + r * t.ldr, cols * 4);
+    }
+    t.residual = r_buf;
+    t.ldr = nr;
+  }
+  t.c = c_buf;
+  t.ldc = nr;
+  kernel.tile(t);
+  for (std::int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, c_buf + r * nr, cols * 4);
+}
+
+}  // namespace
+
+std::span<const MicroKernel* const> supported_kernels() {
+  static const std::vector<const MicroKernel*> kernels = detect_kernels();
+  return kernels;
+}
+
+const MicroKernel& best_kernel() {
+  const MicroKernel* chosen = g_override.load(std::memory_order_acquire);
+  return chosen ? *chosen : *supported_kernels().front();
+}
+
+void set_kernel_override(const MicroKernel* kernel) {
+  g_override.store(kernel, std::memory_order_release);
+}
+
+void pack_a(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t mr,
+            float* dst) {
+  for (std::int64_t row0 = 0; row0 < m; row0 += mr) {
+    const std::int64_t rows = std::min(mr, m - row0);
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      for (std::int64_t r = 0; r < mr; ++r) {
+        dst[kk * mr + r] = r < rows ? a[(row0 + r) * lda + kk] : 0.0f;
+      }
+    }
+    dst += k * mr;
+  }
+}
+
+void pack_b_transposed(const float* w, std::int64_t ldw, std::int64_t n, std::int64_t k,
+                       std::int64_t nr, float* dst) {
+  for (std::int64_t col0 = 0; col0 < n; col0 += nr) {
+    const std::int64_t cols = std::min(nr, n - col0);
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      for (std::int64_t j = 0; j < nr; ++j) {
+        dst[kk * nr + j] = j < cols ? w[(col0 + j) * ldw + kk] : 0.0f;
+      }
+    }
+    dst += k * nr;
+  }
+}
+
+void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
+                 std::int64_t ns1) {
+  const MicroKernel& kernel = *p.kernel;
+  const std::int64_t mr = kernel.mr;
+  const std::int64_t nr = kernel.nr;
+  const std::int64_t mc_strips = std::max<std::int64_t>(1, kMcRows / mr);
+  for (std::int64_t pc = 0; pc < p.k; pc += kKc) {
+    TileArgs t;
+    t.kc = std::min(kKc, p.k - pc);
+    t.load_c = pc > 0;
+    t.last = pc + t.kc == p.k;
+    t.ldc = p.ldc;
+    t.ldr = p.ldr;
+    t.relu = p.relu;
+    for (std::int64_t ic = ms0; ic < ms1; ic += mc_strips) {
+      const std::int64_t ic_end = std::min(ms1, ic + mc_strips);
+      for (std::int64_t js = ns0; js < ns1; ++js) {
+        const std::int64_t col0 = js * nr;
+        const std::int64_t cols = std::min(nr, p.n - col0);
+        t.b = p.b + (js * p.k + pc) * nr;
+        for (std::int64_t is = ic; is < ic_end; ++is) {
+          const std::int64_t row0 = is * mr;
+          t.a = p.a + (is * p.k + pc) * mr;
+          t.c = p.c + row0 * p.ldc + col0;
+          t.row_bias = p.row_bias ? p.row_bias + row0 : nullptr;
+          t.residual = p.residual ? p.residual + row0 * p.ldr + col0 : nullptr;
+          run_tile(kernel, t, std::min(mr, p.m - row0), cols);
+        }
+      }
+    }
+  }
+}
+
+void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
+               std::int64_t ns1) {
+  const MicroKernel& kernel = *p.kernel;
+  const std::int64_t mr = kernel.mr;
+  const std::int64_t nr = kernel.nr;
+  alignas(64) float a_buf[kMaxMr * kKc];
+  for (std::int64_t pc = 0; pc < p.k; pc += kKc) {
+    TileArgs t;
+    t.kc = std::min(kKc, p.k - pc);
+    t.load_c = pc > 0;
+    t.last = pc + t.kc == p.k;
+    t.ldc = p.ldc;
+    t.relu = p.relu;
+    t.a = a_buf;
+    for (std::int64_t is = ms0; is < ms1; ++is) {
+      const std::int64_t row0 = is * mr;
+      const std::int64_t rows = std::min(mr, p.m - row0);
+      pack_a(p.a + row0 * p.lda + pc, p.lda, rows, t.kc, mr, a_buf);
+      for (std::int64_t js = ns0; js < ns1; ++js) {
+        const std::int64_t col0 = js * nr;
+        t.b = p.b + (js * p.k + pc) * nr;
+        t.c = p.c + row0 * p.ldc + col0;
+        t.col_bias = p.col_bias ? p.col_bias + col0 : nullptr;
+        run_tile(kernel, t, rows, std::min(nr, p.n - col0));
+      }
+    }
+  }
+}
+
+void parallel_range(ThreadPool* pool, std::int64_t n, std::int64_t grain,
+                    const std::function<void(std::int64_t, std::int64_t)>& body) {
+  if (n <= 0) return;
+  if (pool == nullptr || pool->size() <= 1 || n <= grain) {
+    body(0, n);
+    return;
+  }
+  pool->parallel_for(static_cast<std::size_t>(n), static_cast<std::size_t>(std::max<std::int64_t>(grain, 1)),
+                     [&body](std::size_t begin, std::size_t end) {
+                       body(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
+                     });
+}
+
+}  // namespace cgr::cpu::gemm

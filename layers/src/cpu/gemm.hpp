@@ -1,0 +1,113 @@
+// Internal single-precision GEMM core of the CPU conv and linear kernels: C = A B (+ epilogue)
+// over operands packed for a register-blocked micro-kernel chosen once from the CPU's ISA.
+//
+// Layouts (mr, nr: the micro-kernel's tile):
+//   packed A: row strips of mr rows, each k-major: a[(strip * k + kk) * mr + r]; rows past m
+//             are zero.
+//   packed B: column strips of nr columns, each k-major: b[(strip * k + kk) * nr + j];
+//             columns past n are zero.
+// Every output element is summed as one chain k = 0..K-1, in passes of kKc (partial sums go
+// through C between passes), whatever the tile ranges a caller hands to one call: splitting a
+// product over threads by tiles never changes a bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace cgr {
+class ThreadPool;
+}
+
+namespace cgr::cpu::gemm {
+
+// Bounds of every micro-kernel's tile (edge tiles are staged in buffers this big).
+inline constexpr std::int64_t kMaxMr = 8;
+inline constexpr std::int64_t kMaxNr = 32;
+// Depth of one pass over K: a kKc x nr slice of B stays in L1 while the row strips stream by.
+// One value for every ISA, so all micro-kernels produce the same bits.
+inline constexpr std::int64_t kKc = 256;
+
+// One micro-kernel call: an mr x nr tile over kc steps of k.
+struct TileArgs {
+  std::int64_t kc = 0;
+  const float* a = nullptr;  // packed A strip, already offset to this pass
+  const float* b = nullptr;  // packed B strip, already offset to this pass
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  bool load_c = false;  // continue from the partial sums in c instead of zero
+  bool last = false;    // last pass over K: apply the epilogue below before storing
+  // Epilogue, in this order: + row_bias[r] + col_bias[j] + residual[r][j], then ReLU.
+  const float* row_bias = nullptr;  // mr values or null
+  const float* col_bias = nullptr;  // nr values or null
+  const float* residual = nullptr;  // mr x nr with row stride ldr, or null
+  std::int64_t ldr = 0;
+  bool relu = false;
+};
+
+struct MicroKernel {
+  const char* name;
+  std::int64_t mr;
+  std::int64_t nr;
+  void (*tile)(const TileArgs&);  // reads and writes the full mr x nr tile
+};
+
+// The fastest micro-kernel this CPU runs (or the test override).
+const MicroKernel& best_kernel();
+// Every micro-kernel this CPU runs, fastest first.
+std::span<const MicroKernel* const> supported_kernels();
+// Tests only: makes best_kernel() return `kernel` (nullptr restores the real choice). Kernels
+// pick their micro-kernel at construction, so set it before constructing them.
+void set_kernel_override(const MicroKernel* kernel);
+
+inline std::int64_t ceil_div(std::int64_t x, std::int64_t d) { return (x + d - 1) / d; }
+inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return ceil_div(x, m) * m; }
+
+// Packs A[m x k] (row stride lda) into row strips; dst holds round_up(m, mr) * k floats.
+void pack_a(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t mr,
+            float* dst);
+// Packs B = Wᵀ for W[n x k] (row stride ldw) into column strips; dst holds
+// k * round_up(n, nr) floats. (A linear layer's weight is W.)
+void pack_b_transposed(const float* w, std::int64_t ldw, std::int64_t n, std::int64_t k,
+                       std::int64_t nr, float* dst);
+
+// C[m x n] = A B + epilogue, both operands packed.
+struct PackedProduct {
+  const MicroKernel* kernel = nullptr;
+  std::int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  const float* row_bias = nullptr;  // round_up(m, mr) values or null
+  const float* residual = nullptr;  // like C, row stride ldr, or null
+  std::int64_t ldr = 0;
+  bool relu = false;
+};
+// Computes the tiles of row strips [ms0, ms1) x column strips [ns0, ns1).
+void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
+                 std::int64_t ns1);
+
+// C[m x n] = A B + epilogue with A plain row-major (a linear layer's input); A is packed on
+// the fly, one strip and pass at a time, into a stack buffer.
+struct RowsProduct {
+  const MicroKernel* kernel = nullptr;
+  std::int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  std::int64_t lda = 0;
+  const float* b = nullptr;  // packed
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  const float* col_bias = nullptr;  // round_up(n, nr) values or null
+  bool relu = false;
+};
+void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
+               std::int64_t ns1);
+
+// body(begin, end) over [0, n) on the pool in ranges of at least `grain`, or inline without
+// a pool.
+void parallel_range(ThreadPool* pool, std::int64_t n, std::int64_t grain,
+                    const std::function<void(std::int64_t, std::int64_t)>& body);
+
+}  // namespace cgr::cpu::gemm

@@ -1,0 +1,60 @@
+// Linear: shape rule and the CPU kernel (cpu/linear_cpu.cpp).
+#include "cgr/layers/linear.hpp"
+
+#include "cgr/error.hpp"
+#include "cpu/linear_cpu.hpp"
+
+namespace cgr {
+namespace {
+
+class LinearCpuKernel final : public CpuKernel {
+ public:
+  LinearCpuKernel(std::int64_t rows, std::int64_t in, std::int64_t out,
+                  std::span<const float> weight, std::span<const float> bias)
+      : rows_(rows), linear_(in, out, weight, bias) {}
+  void run(const KernelIo& io) const override {
+    linear_.run(io.inputs[0], rows_, io.output, false, io.pool);
+  }
+
+ private:
+  std::int64_t rows_;
+  cpu::LinearKernelCpu linear_;
+};
+
+}  // namespace
+
+Linear::Linear(std::string name, const TensorDesc& input, const LinearParams& params)
+    : Layer(std::move(name), {input}), params_(params) {
+  const Shape& s = input.shape;
+  if (s.rank() < 1 || s.dims().back() <= 0) {
+    fail("Linear '{}': input '{}' has shape {}, expected [..., in_features] with in_features > 0",
+         this->name(), input.name, s.to_string());
+  }
+  if (params_.out_features <= 0) {
+    fail("Linear '{}': out_features must be positive, got {}", this->name(),
+         params_.out_features);
+  }
+  std::vector<std::int64_t> dims = s.dims();
+  dims.back() = params_.out_features;
+  set_output(Shape(std::move(dims)));
+}
+
+std::vector<WeightSpec> Linear::weight_specs() const {
+  std::vector<WeightSpec> specs{{"weight", Shape{params_.out_features, in_features()}}};
+  if (params_.bias) specs.push_back({"bias", Shape{params_.out_features}});
+  return specs;
+}
+
+std::string Linear::attributes() const {
+  return fmt::format("{} -> {}", in_features(), params_.out_features);
+}
+
+std::unique_ptr<CpuKernel> Linear::make_cpu_kernel(const LayerWeights& weights) const {
+  const Tensor* bias = params_.bias ? weights.at("bias") : nullptr;
+  const std::int64_t rows = inputs()[0].shape.numel() / in_features();
+  return std::make_unique<LinearCpuKernel>(rows, in_features(), params_.out_features,
+                                           weights.at("weight")->f32(),
+                                           bias ? bias->f32() : std::span<const float>{});
+}
+
+}  // namespace cgr

@@ -1,0 +1,57 @@
+// Softmax: the tensor is seen as outer x axis x inner; each (outer, inner) pair is one row
+// of `axis` values spaced `inner` apart, computed by math::softmax_row.
+#include "cgr/layers/softmax.hpp"
+
+#include "cgr/error.hpp"
+#include "cgr/layers/element_math.hpp"
+#include "cgr/thread_pool.hpp"
+
+namespace cgr {
+namespace {
+
+class SoftmaxCpuKernel final : public CpuKernel {
+ public:
+  SoftmaxCpuKernel(std::int64_t outer, std::int64_t length, std::int64_t inner)
+      : outer_(outer), length_(length), inner_(inner) {}
+
+  void run(const KernelIo& io) const override {
+    const auto rows = static_cast<std::size_t>(outer_ * inner_);
+    const std::size_t grain = std::max<std::size_t>(1, 4096 / static_cast<std::size_t>(length_));
+    io.pool->parallel_for(rows, grain, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t row = begin; row < end; ++row) {
+        const auto o = static_cast<std::int64_t>(row) / inner_;
+        const auto i = static_cast<std::int64_t>(row) % inner_;
+        const std::int64_t offset = o * length_ * inner_ + i;
+        math::softmax_row(io.inputs[0] + offset, io.output + offset, length_, inner_);
+      }
+    });
+  }
+
+ private:
+  std::int64_t outer_, length_, inner_;
+};
+
+}  // namespace
+
+Softmax::Softmax(std::string name, const TensorDesc& input, int axis)
+    : Layer(std::move(name), {input}), axis_(axis) {
+  const auto rank = static_cast<int>(input.shape.rank());
+  if (axis_ < 0) axis_ += rank;
+  if (axis_ < 0 || axis_ >= rank || input.shape.numel() == 0) {
+    fail("Softmax '{}': axis {} is out of range for input '{}' of shape {}", this->name(), axis,
+         input.name, input.shape.to_string());
+  }
+  set_output(input.shape);
+}
+
+std::string Softmax::attributes() const { return fmt::format("axis {}", axis_); }
+
+std::unique_ptr<CpuKernel> Softmax::make_cpu_kernel(const LayerWeights&) const {
+  const Shape& s = inputs()[0].shape;
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis_; ++d) outer *= s[d];
+  for (int d = axis_ + 1; d < static_cast<int>(s.rank()); ++d) inner *= s[d];
+  return std::make_unique<SoftmaxCpuKernel>(outer, s[axis_], inner);
+}
+
+}  // namespace cgr

@@ -1,0 +1,370 @@
+// CPU conv and linear kernels against naive double-precision references, on every
+// micro-kernel this CPU supports, plus the guarantee the executor relies on: the same bits
+// whatever the thread count.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgr/error.hpp"
+#include "cgr/thread_pool.hpp"
+#include "cpu/conv_cpu.hpp"
+#include "cpu/gemm.hpp"
+#include "cpu/linear_cpu.hpp"
+
+namespace {
+
+using cgr::cpu::ConvGeometry;
+using cgr::cpu::ConvKernelCpu;
+using cgr::cpu::LinearKernelCpu;
+namespace gemm = cgr::cpu::gemm;
+
+std::vector<float> random_values(std::size_t count, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p0,
+                      std::int64_t p1, std::int64_t d) {
+  return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
+}
+
+struct ConvCase {
+  std::string name;
+  ConvGeometry g;
+};
+
+ConvGeometry make_geometry(std::int64_t batch, std::int64_t cin, std::int64_t h, std::int64_t w,
+                           std::int64_t cout, std::int64_t kh, std::int64_t kw,
+                           std::int64_t stride, std::int64_t pad, std::int64_t dilation = 1,
+                           std::int64_t groups = 1) {
+  ConvGeometry g;
+  g.batch = batch;
+  g.in_channels = cin;
+  g.in_h = h;
+  g.in_w = w;
+  g.out_channels = cout;
+  g.kernel_h = kh;
+  g.kernel_w = kw;
+  g.stride_h = g.stride_w = stride;
+  g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = pad;
+  g.dilation_h = g.dilation_w = dilation;
+  g.groups = groups;
+  return g;
+}
+
+ConvGeometry finish(ConvGeometry g) {
+  g.out_h = out_size(g.in_h, g.kernel_h, g.stride_h, g.pad_top, g.pad_bottom, g.dilation_h);
+  g.out_w = out_size(g.in_w, g.kernel_w, g.stride_w, g.pad_left, g.pad_right, g.dilation_w);
+  return g;
+}
+
+std::size_t input_size(const ConvGeometry& g) {
+  return static_cast<std::size_t>(g.batch * g.in_channels * g.in_h * g.in_w);
+}
+std::size_t output_size(const ConvGeometry& g) {
+  return static_cast<std::size_t>(g.batch * g.out_channels * g.out_h * g.out_w);
+}
+std::size_t weight_size(const ConvGeometry& g) {
+  return static_cast<std::size_t>(g.out_channels * (g.in_channels / g.groups) * g.kernel_h *
+                                  g.kernel_w);
+}
+
+// Direct convolution in double; padding contributes nothing.
+std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<float>& in,
+                                   const std::vector<float>& weight,
+                                   const std::vector<float>& bias, const float* residual,
+                                   bool relu) {
+  std::vector<double> out(output_size(g));
+  const std::int64_t cin_g = g.in_channels / g.groups;
+  const std::int64_t cout_g = g.out_channels / g.groups;
+  for (std::int64_t n = 0; n < g.batch; ++n) {
+    for (std::int64_t oc = 0; oc < g.out_channels; ++oc) {
+      const std::int64_t group = oc / cout_g;
+      for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+        for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+          double sum = 0.0;
+          for (std::int64_t c = 0; c < cin_g; ++c) {
+            const std::int64_t ic = group * cin_g + c;
+            for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+              const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+              if (ih < 0 || ih >= g.in_h) continue;
+              for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+                const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+                if (iw < 0 || iw >= g.in_w) continue;
+                const double x = in[static_cast<std::size_t>(((n * g.in_channels + ic) * g.in_h + ih) * g.in_w + iw)];
+                const double wv = weight[static_cast<std::size_t>(((oc * cin_g + c) * g.kernel_h + kh) * g.kernel_w + kw)];
+                sum += x * wv;
+              }
+            }
+          }
+          const std::size_t index =
+              static_cast<std::size_t>(((n * g.out_channels + oc) * g.out_h + oh) * g.out_w + ow);
+          if (!bias.empty()) sum += bias[static_cast<std::size_t>(oc)];
+          if (residual) sum += residual[index];
+          if (relu && sum < 0.0) sum = 0.0;
+          out[index] = sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& expected) {
+  REQUIRE(got.size() == expected.size());
+  double scale = 0.0;
+  for (double v : expected) scale = std::max(scale, std::abs(v));
+  const double tolerance = 1e-5 * std::max(scale, 1e-3);
+  double worst = 0.0;
+  std::size_t worst_index = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double error = std::abs(static_cast<double>(got[i]) - expected[i]);
+    if (!(error <= worst)) {  // also catches NaN
+      worst = error;
+      worst_index = i;
+    }
+  }
+  INFO("worst error " << worst << " at " << worst_index << " (tolerance " << tolerance << ")");
+  CHECK(worst <= tolerance);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Runs a conv the way the executor does: exact-size buffers, workspace from the kernel.
+std::vector<float> run_conv(const ConvKernelCpu& conv, const std::vector<float>& in,
+                            const float* residual, bool relu, cgr::ThreadPool* pool) {
+  const ConvGeometry& g = conv.geometry();
+  std::vector<float> out(output_size(g), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> workspace(conv.workspace_bytes() / sizeof(float),
+                               std::numeric_limits<float>::quiet_NaN());
+  conv.run(in.data(), residual, out.data(), workspace.data(), relu, pool);
+  return out;
+}
+
+// Restores the real micro-kernel choice when a test ends, passing or not.
+struct KernelOverride {
+  explicit KernelOverride(const gemm::MicroKernel* kernel) { gemm::set_kernel_override(kernel); }
+  ~KernelOverride() { gemm::set_kernel_override(nullptr); }
+  KernelOverride(const KernelOverride&) = delete;
+  KernelOverride& operator=(const KernelOverride&) = delete;
+};
+
+std::vector<ConvCase> conv_cases() {
+  std::vector<ConvCase> cases;
+  cases.push_back({"1x1", finish(make_geometry(1, 8, 9, 7, 12, 1, 1, 1, 0))});
+  cases.push_back({"1x1 stride 2", finish(make_geometry(1, 16, 15, 13, 24, 1, 1, 2, 0))});
+  cases.push_back({"3x3 pad 1", finish(make_geometry(1, 16, 12, 12, 16, 3, 3, 1, 1))});
+  cases.push_back({"7x7 stride 2 pad 3", finish(make_geometry(1, 3, 23, 21, 10, 7, 7, 2, 3))});
+  cases.push_back({"3x3 stride 2 odd input", finish(make_geometry(1, 6, 15, 13, 9, 3, 3, 2, 1))});
+  cases.push_back({"dilation 2", finish(make_geometry(1, 5, 14, 11, 7, 3, 3, 1, 2, 2))});
+  cases.push_back({"3->5", finish(make_geometry(1, 3, 10, 10, 5, 3, 3, 1, 1))});
+  cases.push_back({"17->33", finish(make_geometry(1, 17, 9, 10, 33, 3, 3, 1, 1))});
+  cases.push_back({"K over one pass", finish(make_geometry(1, 64, 6, 7, 40, 3, 3, 1, 1))});
+  cases.push_back({"groups 2", finish(make_geometry(1, 8, 10, 9, 6, 3, 3, 1, 1, 1, 2))});
+  cases.push_back({"depthwise", finish(make_geometry(1, 12, 11, 10, 12, 3, 3, 1, 1, 1, 12))});
+  cases.push_back(
+      {"depthwise x2 stride 2", finish(make_geometry(1, 6, 13, 13, 12, 5, 5, 2, 2, 1, 6))});
+  cases.push_back({"batch 2", finish(make_geometry(2, 7, 8, 9, 11, 3, 3, 1, 1))});
+  cases.push_back({"batch 2 groups 3", finish(make_geometry(2, 9, 7, 8, 12, 3, 3, 2, 1, 1, 3))});
+  cases.push_back({"1x1 output", finish(make_geometry(1, 20, 3, 3, 14, 3, 3, 1, 0))});
+  ConvGeometry asym = make_geometry(1, 4, 9, 12, 6, 3, 4, 1, 0);
+  asym.pad_top = 2;
+  asym.pad_bottom = 0;
+  asym.pad_left = 1;
+  asym.pad_right = 3;
+  asym.stride_w = 2;
+  asym.dilation_h = 2;
+  cases.push_back({"asymmetric padding", finish(asym)});
+  ConvGeometry wide_pad = make_geometry(1, 2, 3, 4, 3, 3, 3, 1, 4);
+  cases.push_back({"padding wider than input", finish(wide_pad)});
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("conv cpu matches a direct convolution on every micro-kernel") {
+  std::uint32_t seed = 1;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    KernelOverride override_kernel(kernel);
+    for (const ConvCase& test : conv_cases()) {
+      const ConvGeometry& g = test.g;
+      const auto input = random_values(input_size(g), seed++);
+      const auto weight = random_values(weight_size(g), seed++);
+      const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+      const auto residual = random_values(output_size(g), seed++);
+      for (int variant = 0; variant < 3; ++variant) {
+        // 0: plain; 1: bias + ReLU; 2: bias + residual + ReLU.
+        const std::vector<float> no_bias;
+        const std::vector<float>& b = variant == 0 ? no_bias : bias;
+        const float* res = variant == 2 ? residual.data() : nullptr;
+        const bool relu = variant != 0;
+        INFO(kernel->name << " / " << test.name << " / variant " << variant);
+        const ConvKernelCpu conv(g, weight, b);
+        check_close(run_conv(conv, input, res, relu, nullptr),
+                    reference_conv(g, input, weight, b, res, relu));
+      }
+    }
+  }
+}
+
+TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-kernel") {
+  // A: the fused path (many column strips). B: few strips and a long K, where the GEMM is
+  // also split over row blocks when threads are there (and fused without a pool).
+  // C: groups and batch.
+  std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 32, 28, 28, 48, 3, 3, 1, 1)),
+      finish(make_geometry(1, 256, 4, 4, 512, 3, 3, 1, 1)),
+      finish(make_geometry(2, 16, 19, 17, 24, 3, 3, 1, 1, 1, 2)),
+  };
+  cgr::ThreadPool pool1(1);
+  cgr::ThreadPool pool2(2);
+  cgr::ThreadPool pool3(3);
+  std::uint32_t seed = 100;
+  for (const ConvGeometry& g : shapes) {
+    const auto input = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    std::vector<float> first;
+    for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+      if (std::string(kernel->name) == "generic") continue;  // no FMA: different rounding
+      KernelOverride override_kernel(kernel);
+      INFO(kernel->name << " / " << g.in_channels << "->" << g.out_channels << " at "
+                        << g.in_h << "x" << g.in_w);
+      const ConvKernelCpu conv(g, weight, bias);
+      const auto serial = run_conv(conv, input, residual.data(), true, nullptr);
+      check_close(serial, reference_conv(g, input, weight, bias, residual.data(), true));
+      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), true, &pool1)));
+      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), true, &pool2)));
+      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), true, &pool3)));
+      if (first.empty()) {
+        first = serial;
+      } else {
+        CHECK(same_bits(first, serial));
+      }
+    }
+  }
+}
+
+TEST_CASE("conv cpu propagates NaN and Inf like plain arithmetic") {
+  const ConvGeometry g = finish(make_geometry(1, 2, 6, 6, 3, 3, 3, 1, 1));
+  auto input = random_values(input_size(g), 7);
+  const auto weight = random_values(weight_size(g), 8);
+  input[static_cast<std::size_t>(1 * 36 + 2 * 6 + 3)] = std::numeric_limits<float>::quiet_NaN();
+  input[static_cast<std::size_t>(0 * 36 + 5 * 6 + 0)] = std::numeric_limits<float>::infinity();
+  const ConvKernelCpu conv(g, weight, {});
+  const auto out = run_conv(conv, input, nullptr, true, nullptr);
+  for (std::int64_t oc = 0; oc < 3; ++oc) {
+    for (std::int64_t oh = 0; oh < 6; ++oh) {
+      for (std::int64_t ow = 0; ow < 6; ++ow) {
+        const float v = out[static_cast<std::size_t>((oc * 6 + oh) * 6 + ow)];
+        const bool sees_nan = std::abs(oh - 2) <= 1 && std::abs(ow - 3) <= 1;
+        const bool sees_inf = std::abs(oh - 5) <= 1 && std::abs(ow - 0) <= 1;
+        if (sees_nan) {
+          CHECK(std::isnan(v));
+        } else if (sees_inf) {
+          CHECK((std::isinf(v) || v == 0.0f));  // +Inf, or -Inf through ReLU
+        } else {
+          CHECK(std::isfinite(v));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("conv cpu rejects inconsistent geometry and sizes") {
+  ConvGeometry g = finish(make_geometry(1, 4, 8, 8, 6, 3, 3, 1, 1));
+  const std::vector<float> weight(weight_size(g), 0.5f);
+  CHECK_THROWS_AS(ConvKernelCpu(g, std::span<const float>(weight).first(10), {}), cgr::Error);
+  const std::vector<float> bias(5, 0.0f);
+  CHECK_THROWS_AS(ConvKernelCpu(g, weight, bias), cgr::Error);
+  ConvGeometry bad_groups = g;
+  bad_groups.groups = 3;
+  CHECK_THROWS_AS(ConvKernelCpu(bad_groups, weight, {}), cgr::Error);
+  ConvGeometry bad_out = g;
+  bad_out.out_h = 9;
+  CHECK_THROWS_AS(ConvKernelCpu(bad_out, weight, {}), cgr::Error);
+}
+
+namespace {
+
+std::vector<double> reference_linear(const std::vector<float>& x, std::int64_t rows,
+                                     std::int64_t in, std::int64_t out,
+                                     const std::vector<float>& weight,
+                                     const std::vector<float>& bias, bool relu) {
+  std::vector<double> y(static_cast<std::size_t>(rows * out));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < out; ++o) {
+      double sum = bias.empty() ? 0.0 : bias[static_cast<std::size_t>(o)];
+      for (std::int64_t i = 0; i < in; ++i) {
+        sum += static_cast<double>(x[static_cast<std::size_t>(r * in + i)]) *
+               weight[static_cast<std::size_t>(o * in + i)];
+      }
+      y[static_cast<std::size_t>(r * out + o)] = relu && sum < 0.0 ? 0.0 : sum;
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("linear cpu matches a naive product") {
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{37, 45}, {600, 70}, {512, 1000}, {1, 3}};
+  cgr::ThreadPool pool2(2);
+  std::uint32_t seed = 500;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    KernelOverride override_kernel(kernel);
+    for (const Shape& s : shapes) {
+      const auto weight = random_values(static_cast<std::size_t>(s.in * s.out), seed++);
+      const auto bias_values = random_values(static_cast<std::size_t>(s.out), seed++);
+      for (std::int64_t rows : {1, 3, 19}) {
+        const auto x = random_values(static_cast<std::size_t>(rows * s.in), seed++);
+        for (int variant = 0; variant < 2; ++variant) {
+          const std::vector<float> bias = variant == 0 ? std::vector<float>{} : bias_values;
+          const bool relu = variant == 1;
+          INFO(kernel->name << " / " << s.in << "->" << s.out << " rows " << rows << " variant "
+                            << variant);
+          const LinearKernelCpu linear(s.in, s.out, weight, bias);
+          std::vector<float> y(static_cast<std::size_t>(rows * s.out));
+          linear.run(x.data(), rows, y.data(), relu, nullptr);
+          check_close(y, reference_linear(x, rows, s.in, s.out, weight, bias, relu));
+          std::vector<float> y2(y.size());
+          linear.run(x.data(), rows, y2.data(), relu, &pool2);
+          CHECK(same_bits(y, y2));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("linear cpu gives the same bits for every thread count") {
+  const std::int64_t in = 700, out = 300, rows = 40;
+  const auto weight = random_values(static_cast<std::size_t>(in * out), 900);
+  const auto bias = random_values(static_cast<std::size_t>(out), 901);
+  const auto x = random_values(static_cast<std::size_t>(rows * in), 902);
+  const LinearKernelCpu linear(in, out, weight, bias);
+  std::vector<float> serial(static_cast<std::size_t>(rows * out));
+  linear.run(x.data(), rows, serial.data(), false, nullptr);
+  for (int threads : {1, 2, 3}) {
+    cgr::ThreadPool pool(threads);
+    std::vector<float> y(serial.size());
+    linear.run(x.data(), rows, y.data(), false, &pool);
+    CHECK(same_bits(serial, y));
+  }
+  CHECK_THROWS_AS(LinearKernelCpu(in, out, std::span<const float>(weight).first(5), {}),
+                  cgr::Error);
+}

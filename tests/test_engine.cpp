@@ -1,0 +1,263 @@
+// The engine end to end on the CPU executor: dependency structure of real networks, fusion,
+// bit-identical results across modes and thread counts, concurrent execution contexts, and
+// the errors bad weights and bad inputs raise.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "models/random_weights.hpp"
+#include "models/resnet18.hpp"
+#include "models/two_branch.hpp"
+#include "test_support.hpp"
+
+using namespace cgr;
+using cgr::test::error_message;
+using cgr::test::random_vector;
+
+namespace {
+
+int op_index(const Graph& g, const std::string& name) {
+  for (int i = 0; i < g.op_count(); ++i) {
+    if (g.op(i).name == name) return i;
+  }
+  FAIL("no op named " << name);
+  return -1;
+}
+
+std::vector<float> infer_once(const Engine& engine, const std::string& input,
+                              const std::vector<float>& x, const std::string& output) {
+  return engine.create_context().infer({{input, x}}).output(output).to_vector();
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("two-branch network: no path between the branches, critical path 4, width 2") {
+  const Network net = models::two_branch({.size = 16, .width = 8, .relu = false});
+  const Graph g = net.graph();
+  REQUIRE(g.op_count() == 7);
+  const std::vector<std::string> left{"conv1", "conv2", "conv3"}, right{"conv4", "conv5", "conv6"};
+  for (const auto& a : left)
+    for (const auto& b : right) {
+      CAPTURE(a);
+      CAPTURE(b);
+      CHECK_FALSE(g.ordered(op_index(g, a), op_index(g, b)));
+    }
+  CHECK(g.reaches(op_index(g, "conv1"), op_index(g, "cat")));
+  CHECK(g.reaches(op_index(g, "conv4"), op_index(g, "cat")));
+  CHECK(g.critical_path_length() == 4);
+  CHECK(g.max_width() == 2);
+  CHECK(g.edges().size() == 6);
+
+  // The same holds for the ops the engine runs (each conv fused with its ReLU).
+  const Network with_relu = models::two_branch({.size = 16, .width = 8});
+  const Engine engine = Engine::build(with_relu, models::random_weights(with_relu), {.threads = 2});
+  CHECK(engine.graph().op_count() == 7);
+  CHECK(engine.graph().critical_path_length() == 4);
+  CHECK(engine.graph().max_width() == 2);
+  CHECK_FALSE(engine.graph().ordered(op_index(engine.graph(), "conv1+conv1.relu"),
+                                     op_index(engine.graph(), "conv4+conv4.relu")));
+}
+
+TEST_CASE("residual block: exactly the edges its data needs") {
+  Network net;
+  const Value x = net.input("x", {1, 8, 8, 8});
+  Value v = net.conv2d(x, {.out_channels = 8, .kernel = 3, .padding = 1, .bias = false}, "conv1");
+  v = net.batch_norm2d(v, "bn1");
+  v = net.relu(v, "relu1");
+  v = net.conv2d(v, {.out_channels = 8, .kernel = 3, .padding = 1, .bias = false}, "conv2");
+  v = net.batch_norm2d(v, "bn2");
+  // x is read by conv1 and by the add: no edge stands for that, both only read it.
+  v = net.add(v, x, "add");
+  net.output("y", net.relu(v, "relu2"));
+  const Graph g = net.graph();
+  std::vector<std::pair<std::string, std::string>> edges;
+  for (const Edge& e : g.edges()) {
+    edges.emplace_back(g.op(e.from).name, g.op(e.to).name);
+    CHECK(e.hazards == kRaw);
+  }
+  CHECK(edges == std::vector<std::pair<std::string, std::string>>{{"conv1", "bn1"},
+                                                                  {"bn1", "relu1"},
+                                                                  {"relu1", "conv2"},
+                                                                  {"conv2", "bn2"},
+                                                                  {"bn2", "add"},
+                                                                  {"add", "relu2"}});
+
+  // With a downsample branch, the block has two lanes that meet at the add; the engine fuses
+  // conv2+bn2+add+relu2 and runs the downsample conv beside conv1.
+  Network ds;
+  const Value y = ds.input("x", {1, 8, 8, 8});
+  Value m = ds.conv2d(y, {.out_channels = 16, .kernel = 3, .stride = 2, .padding = 1, .bias = false}, "conv1");
+  m = ds.relu(ds.batch_norm2d(m, "bn1"), "relu1");
+  m = ds.batch_norm2d(ds.conv2d(m, {.out_channels = 16, .kernel = 3, .padding = 1, .bias = false}, "conv2"), "bn2");
+  Value id = ds.conv2d(y, {.out_channels = 16, .kernel = 1, .stride = 2, .bias = false}, "down");
+  id = ds.batch_norm2d(id, "down_bn");
+  ds.output("y", ds.relu(ds.add(m, id, "add"), "relu2"));
+  const Engine engine = Engine::build(ds, models::random_weights(ds), {.threads = 1});
+  const Graph& eg = engine.graph();
+  REQUIRE(eg.op_count() == 3);
+  const int conv1 = op_index(eg, "conv1+bn1+relu1");
+  const int down = op_index(eg, "down+down_bn");
+  const int conv2 = op_index(eg, "conv2+bn2+add+relu2");
+  CHECK_FALSE(eg.ordered(conv1, down));
+  CHECK(eg.edges() == std::vector<Edge>{{std::min(conv1, down), conv2}, {std::max(conv1, down), conv2}});
+  CHECK(eg.max_width() == 2);
+}
+
+TEST_CASE("ResNet-18 on the CPU: fused structure, memory reuse, dag == eager bit for bit") {
+  const Network net = models::resnet18(1, 64, 10);
+  const Weights weights = models::random_weights(net, 3);
+  const auto x = random_vector(3 * 64 * 64, 4);
+  std::vector<float> reference;
+  for (Mode mode : {Mode::eager, Mode::dag}) {
+    for (int threads : {1, 2}) {
+      CAPTURE(to_string(mode));
+      CAPTURE(threads);
+      const Engine engine = Engine::build(net, weights, {.mode = mode, .threads = threads});
+      const EngineInfo info = engine.info();
+      CHECK(info.layers == 69);
+      // conv1+bn1+relu, maxpool, 8 blocks x 2 convs, 3 downsamples, avgpool, flatten, fc.
+      CHECK(info.ops == 24);
+      CHECK(info.max_width == 2);  // the downsample convs run beside the blocks' first convs
+      CHECK(info.arena_bytes < info.activation_bytes / 2);
+      const auto y = infer_once(engine, "image", x, "logits");
+      REQUIRE(y.size() == 10);
+      if (reference.empty()) reference = y;
+      CHECK(bit_identical(y, reference));
+    }
+  }
+  // Without fusion the result matches to rounding.
+  const Engine unfused = Engine::build(net, weights, {.threads = 2, .fuse = false});
+  CHECK(unfused.info().ops == 69);
+  CHECK(cgr::test::relative_error(infer_once(unfused, "image", x, "logits"), reference) < 1e-4);
+}
+
+TEST_CASE("multi-branch network: dag equals eager bit for bit with 1 and 2 threads") {
+  // An Inception-style module: four branches of different depth, concatenated.
+  Network net;
+  const Value x = net.input("x", {1, 16, 20, 20});
+  auto conv = [&](Value v, std::int64_t out, std::int64_t k, const std::string& name) {
+    return net.relu(net.conv2d(v, {.out_channels = out, .kernel = k, .padding = k / 2}, name), name + ".relu");
+  };
+  const Value b1 = conv(x, 8, 1, "b1");
+  const Value b2 = conv(conv(x, 6, 1, "b2a"), 8, 3, "b2b");
+  const Value b3 = conv(conv(conv(x, 4, 1, "b3a"), 6, 3, "b3b"), 8, 3, "b3c");
+  const Value b4 = conv(net.max_pool2d(x, {.kernel = 3, .stride = 1, .padding = 1}, "b4pool"), 8, 1, "b4");
+  net.output("y", net.concat({b1, b2, b3, b4}, "cat"));
+  CHECK(net.graph().max_width() == 4);
+  const Weights w = models::random_weights(net, 9);
+  const auto input = random_vector(16 * 20 * 20, 10);
+  const auto reference = infer_once(Engine::build(net, w, {.mode = Mode::eager, .threads = 1}), "x", input, "y");
+  for (Mode mode : {Mode::dag, Mode::eager}) {
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      CHECK(bit_identical(infer_once(Engine::build(net, w, {.mode = mode, .threads = threads}), "x", input, "y"), reference));
+    }
+  }
+}
+
+TEST_CASE("4 threads x 200 inferences on separate contexts equal one thread's results") {
+  const Network net = models::two_branch({.size = 12, .width = 8});
+  const Engine engine = Engine::build(net, models::random_weights(net, 5), {.threads = 2});
+  std::vector<std::vector<float>> inputs, expected;
+  for (unsigned i = 0; i < 8; ++i) {
+    inputs.push_back(random_vector(3 * 12 * 12, 100 + i));
+    expected.push_back(infer_once(engine, "x", inputs.back(), "out"));
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      ExecutionContext ctx = engine.create_context();
+      for (int i = 0; i < 200; ++i) {
+        const std::size_t which = static_cast<std::size_t>((i + t) % 8);
+        const Tensor y = ctx.infer({{"x", inputs[which]}}).output("out");
+        if (!bit_identical(y.to_vector(), expected[which])) ++mismatches[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(mismatches == std::vector<int>{0, 0, 0, 0});
+}
+
+TEST_CASE("zero-copy buffers and op counts") {
+  const Network net = models::two_branch({.size = 8, .width = 4});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.threads = 2});
+  ExecutionContext ctx = engine.create_context();
+  const auto x = random_vector(3 * 8 * 8, 1);
+  std::copy(x.begin(), x.end(), ctx.input_buffer("x").begin());
+  ctx.run();
+  const auto direct = ctx.output_buffer("out");
+  CHECK(bit_identical({direct.begin(), direct.end()}, infer_once(engine, "x", x, "out")));
+  CHECK(ctx.ops_executed() == 7);
+  CHECK(engine.outputs().at(0).shape == Shape{1, 8, 8, 8});
+}
+
+TEST_CASE("bad weights are reported all at once, naming layers and tensors") {
+  Network net;
+  const Value x = net.input("x", {1, 3, 8, 8});
+  const Value c = net.conv2d(x, {.out_channels = 4, .kernel = 3, .padding = 1}, "conv1");
+  net.output("y", net.batch_norm2d(c, "bn1"));
+  Weights w = models::random_weights(net);
+  w.set("conv1.weight", Tensor(Shape{4, 3, 5, 5}));
+  w.add("conv9.weight", Tensor(Shape{1}));
+  Weights missing = w;
+  const std::string message = error_message([&] { Engine::build(net, w); });
+  CHECK(message.find("weights do not match the network") == 0);
+  CHECK(message.find("wrong shape: 'conv1.weight' is f32 4x3x5x5 but Conv2d 'conv1' expects f32 4x3x3x3") != std::string::npos);
+  CHECK(message.find("unexpected (no layer uses them): 'conv9.weight'") != std::string::npos);
+
+  Weights partial;
+  partial.add("conv1.weight", Tensor(Shape{4, 3, 3, 3}));
+  const std::string absent = error_message([&] { Engine::build(net, partial); });
+  CHECK(absent.find("missing: 'conv1.bias' (Conv2d 'conv1', expected 4)") != std::string::npos);
+  CHECK(absent.find("'bn1.running_var' (BatchNorm2d 'bn1', expected 4)") != std::string::npos);
+}
+
+TEST_CASE("bad inputs raise errors and leave the context usable") {
+  const Network net = models::two_branch({.size = 8, .width = 4});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.threads = 2});
+  ExecutionContext ctx = engine.create_context();
+  const auto x = random_vector(3 * 8 * 8, 1);
+  CHECK(error_message([&] { ctx.infer({{"image", x}}); }) == "no input named 'image' (inputs: 'x' 1x3x8x8)");
+  const std::vector<float> short_input(100);
+  CHECK(error_message([&] { ctx.infer({{"x", short_input}}); }) ==
+        "input 'x' has 100 elements, expected 192 (1x3x8x8)");
+  const std::vector<std::uint16_t> halves(192);
+  CHECK(error_message([&] { ctx.infer({{"x", TensorView(DType::f16, halves.data(), halves.size())}}); }) ==
+        "input 'x' is f16 but the network expects f32");
+  CHECK(error_message([&] { ctx.infer({}); }) == "input 'x' (1x3x8x8) is missing");
+  CHECK(error_message([&] { (void)ctx.infer({{"x", x}}).output("logits"); }) ==
+        "no output named 'logits' (outputs: out)");
+  // Still works.
+  CHECK(bit_identical(infer_once(engine, "x", x, "out"),
+                      ctx.infer({{"x", x}}).output("out").to_vector()));
+}
+
+TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CUDA device here") {
+  Network net;
+  const Value x = net.input("x", {1, 4});
+  CHECK(error_message([&] { Engine::build(net, {}); }) == "the network declares no output (call Network::output)");
+  CHECK(error_message([&] { net.relu(Value{42}, "r"); }) == "layer 'r': an input Value (id 42) does not belong to this network");
+  CHECK(error_message([&] { net.input("bad", {1, 0}); }) == "input 'bad': shape 1x0 has a dimension <= 0");
+  net.output("y", net.relu(x, "r"));
+  CHECK(error_message([&] { Engine::build(net, {}, {.mode = Mode::stream_graph}); })
+            .find("stream-graph exists only on the cuda device") != std::string::npos);
+  CHECK(error_message([] { parse_mode("fast"); }) == "unknown mode 'fast' (expected dag, eager or stream-graph)");
+  // Without a GPU the CUDA engine cannot be built; the message says why.
+  const std::string cuda = error_message([&] { Engine::build(net, {}, {.device = Device::cuda}); });
+  CHECK_FALSE(cuda.empty());
+  const bool no_device = cuda.find("no CUDA device") == 0;
+  const bool not_built = cuda.find("the CUDA executor is not part of this build yet") == 0;
+  CHECK((no_device || not_built));
+  // Unused layers (not reaching an output) are pruned and need no weights.
+  net.linear(x, {.out_features = 3}, "unused");
+  const Engine engine = Engine::build(net, {});
+  CHECK(engine.info().ops == 1);
+  CHECK(engine.create_context().infer({{"x", std::vector<float>{-1, 2, -3, 4}}}).output("y").to_vector()[1] == 2.0f);
+}

@@ -1,0 +1,357 @@
+// Every layer's CPU kernel, run through a one-layer engine, against a naive reference written
+// independently of the kernels (padded-image formulations, double accumulation), plus values
+// and shape rules checked against PyTorch and the shape errors each layer raises.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "test_support.hpp"
+
+using namespace cgr;
+using cgr::test::random_tensor;
+using cgr::test::random_vector;
+using cgr::test::relative_error;
+using cgr::test::run_network;
+
+namespace {
+
+struct PoolCase {
+  std::int64_t n, c, h, w;
+  Pool2dParams p;
+};
+
+// Reference pooling over an explicitly padded image: window cells in padded coordinates,
+// clipped to the padded extent (PyTorch's rule for ceil-mode windows), padding cells skipped
+// for max and counted or not for avg.
+std::vector<float> reference_pool(const std::vector<float>& x, const PoolCase& pc, bool max,
+                                  std::int64_t out_h, std::int64_t out_w) {
+  const auto& p = pc.p;
+  const std::int64_t sh = p.stride.h ? p.stride.h : p.kernel.h;
+  const std::int64_t sw = p.stride.w ? p.stride.w : p.kernel.w;
+  const std::int64_t padded_h = pc.h + p.padding.top + p.padding.bottom;
+  const std::int64_t padded_w = pc.w + p.padding.left + p.padding.right;
+  std::vector<float> y;
+  for (std::int64_t plane = 0; plane < pc.n * pc.c; ++plane) {
+    for (std::int64_t oh = 0; oh < out_h; ++oh) {
+      for (std::int64_t ow = 0; ow < out_w; ++ow) {
+        double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+        std::int64_t cells = 0, real = 0;
+        for (std::int64_t kh = 0; kh < p.kernel.h; ++kh) {
+          for (std::int64_t kw = 0; kw < p.kernel.w; ++kw) {
+            const std::int64_t ph = oh * sh + kh * p.dilation.h;
+            const std::int64_t pw = ow * sw + kw * p.dilation.w;
+            if (ph >= padded_h || pw >= padded_w) continue;
+            ++cells;
+            const std::int64_t ih = ph - p.padding.top, iw = pw - p.padding.left;
+            if (ih < 0 || iw < 0 || ih >= pc.h || iw >= pc.w) continue;
+            ++real;
+            const double v = x[static_cast<std::size_t>((plane * pc.h + ih) * pc.w + iw)];
+            acc = max ? std::max(acc, v) : acc + v;
+          }
+        }
+        if (!max) acc /= static_cast<double>(p.count_include_pad ? cells : real);
+        y.push_back(static_cast<float>(acc));
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<float> reference_conv(const std::vector<float>& x, const Shape& xs,
+                                  const std::vector<float>& w, const std::vector<float>& b,
+                                  const Conv2dParams& p, std::int64_t oh_n, std::int64_t ow_n) {
+  const std::int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3];
+  const std::int64_t cg = c / p.groups, og = p.out_channels / p.groups;
+  std::vector<float> y;
+  for (std::int64_t in = 0; in < n; ++in)
+    for (std::int64_t oc = 0; oc < p.out_channels; ++oc)
+      for (std::int64_t oh = 0; oh < oh_n; ++oh)
+        for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+          double acc = b.empty() ? 0.0 : b[oc];
+          const std::int64_t g = oc / og;
+          for (std::int64_t ic = 0; ic < cg; ++ic)
+            for (std::int64_t kh = 0; kh < p.kernel.h; ++kh)
+              for (std::int64_t kw = 0; kw < p.kernel.w; ++kw) {
+                const std::int64_t ih = oh * p.stride.h - p.padding.top + kh * p.dilation.h;
+                const std::int64_t iw = ow * p.stride.w - p.padding.left + kw * p.dilation.w;
+                if (ih < 0 || iw < 0 || ih >= h || iw >= wd) continue;
+                acc += double{x[((in * c + g * cg + ic) * h + ih) * wd + iw]} *
+                       w[((oc * cg + ic) * p.kernel.h + kh) * p.kernel.w + kw];
+              }
+          y.push_back(static_cast<float>(acc));
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Conv2d matches a direct convolution: odd sizes, stride, padding, dilation, groups") {
+  struct Case {
+    Shape x;
+    Conv2dParams p;
+  };
+  const std::vector<Case> cases{
+      {{1, 3, 15, 13}, {.out_channels = 5, .kernel = 3, .padding = 1}},
+      {{2, 4, 11, 9}, {.out_channels = 6, .kernel = 3, .stride = 2, .padding = 1, .bias = false}},
+      {{1, 3, 23, 23}, {.out_channels = 8, .kernel = 7, .stride = 2, .padding = 3}},
+      {{1, 6, 10, 12}, {.out_channels = 4, .kernel = {3, 1}, .padding = {1, 0}, .groups = 2}},
+      {{1, 8, 9, 9}, {.out_channels = 8, .kernel = 3, .padding = 2, .dilation = 2, .groups = 8}},
+      {{1, 5, 8, 7}, {.out_channels = 7, .kernel = 2, .stride = {2, 1}, .padding = {0, 1, 1, 0}}},
+      {{1, 17, 6, 6}, {.out_channels = 33, .kernel = 1}},
+  };
+  unsigned seed = 1;
+  for (const auto& c : cases) {
+    CAPTURE(c.x.to_string());
+    Network probe;
+    const Value px = probe.input("x", c.x);
+    const Shape out = probe.desc(probe.conv2d(px, c.p, "conv")).shape;
+    const Shape ws{c.p.out_channels, c.x[1] / c.p.groups, c.p.kernel.h, c.p.kernel.w};
+    Weights weights;
+    weights.add("conv.weight", random_tensor(ws, seed++));
+    std::vector<float> bias;
+    if (c.p.bias) {
+      bias = random_vector(static_cast<std::size_t>(c.p.out_channels), seed++);
+      weights.add("conv.bias", Tensor(Shape{c.p.out_channels}, bias));
+    }
+    const auto x = random_vector(static_cast<std::size_t>(c.x.numel()), seed++);
+    const auto y = run_network(
+        c.x, x, [&](Network& net, Value v) { return net.conv2d(v, c.p, "conv"); }, weights);
+    const auto w = weights.find("conv.weight")->f32();
+    const auto ref = reference_conv(x, c.x, {w.begin(), w.end()}, bias, c.p, out[2], out[3]);
+    CHECK(relative_error(y, ref) < 1e-5);
+  }
+}
+
+TEST_CASE("MaxPool2d and AvgPool2d match a padded-image reference") {
+  const std::vector<PoolCase> cases{
+      {1, 2, 9, 9, {.kernel = 3, .stride = 2}},
+      {1, 3, 10, 7, {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true}},
+      {2, 2, 6, 6, {.kernel = 2}},
+      {1, 2, 13, 11, {.kernel = 3, .stride = 2, .padding = 1}},
+      {1, 1, 6, 6, {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true,
+                    .count_include_pad = false}},
+      {1, 2, 7, 8, {.kernel = {3, 2}, .stride = {2, 3}, .padding = {1, 0}, .ceil_mode = true}},
+  };
+  unsigned seed = 100;
+  for (const auto& pc : cases) {
+    const Shape xs{pc.n, pc.c, pc.h, pc.w};
+    CAPTURE(xs.to_string());
+    const auto x = random_vector(static_cast<std::size_t>(xs.numel()), seed++);
+    for (bool max : {true, false}) {
+      CAPTURE(max);
+      Network probe;
+      const Value px = probe.input("x", xs);
+      const Shape out = probe.desc(max ? probe.max_pool2d(px, pc.p, "pool")
+                                       : probe.avg_pool2d(px, pc.p, "pool")).shape;
+      const auto y = run_network(xs, x, [&](Network& net, Value v) {
+        return max ? net.max_pool2d(v, pc.p, "pool") : net.avg_pool2d(v, pc.p, "pool");
+      });
+      CHECK(relative_error(y, reference_pool(x, pc, max, out[2], out[3])) < 1e-6);
+    }
+  }
+  // Dilated max pool.
+  const PoolCase dilated{1, 2, 12, 12, {.kernel = 3, .stride = 2, .padding = 1, .dilation = 2}};
+  const Shape xs{1, 2, 12, 12};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 7);
+  const auto y = run_network(xs, x, [&](Network& net, Value v) {
+    return net.max_pool2d(v, dilated.p, "pool");
+  });
+  CHECK(y.size() == 2 * 5 * 5);
+  CHECK(relative_error(y, reference_pool(x, dilated, true, 5, 5)) == 0.0);
+}
+
+TEST_CASE("pool output sizes and ceil_mode values agree with PyTorch") {
+  // (size, kernel, stride, padding, dilation, ceil_mode) -> size from torch.nn.functional.
+  struct Row {
+    std::int64_t in, k, s, p, d;
+    bool ceil;
+    std::int64_t expected;
+  };
+  for (const Row& r : {Row{112, 3, 2, 0, 1, true, 56}, Row{7, 2, 2, 0, 1, true, 4},
+                       Row{5, 3, 2, 1, 1, true, 3}, Row{6, 3, 2, 1, 1, true, 4},
+                       Row{9, 2, 3, 0, 1, true, 3}, Row{10, 3, 3, 1, 1, true, 4},
+                       Row{8, 3, 2, 1, 2, false, 3}, Row{8, 3, 2, 1, 2, true, 4},
+                       Row{13, 3, 2, 1, 1, false, 7}, Row{14, 3, 2, 1, 1, true, 8}}) {
+    Network net;
+    const Value x = net.input("x", {1, 1, r.in, r.in});
+    const Value y = net.max_pool2d(
+        x, {.kernel = r.k, .stride = r.s, .padding = r.p, .dilation = r.d, .ceil_mode = r.ceil},
+        "pool");
+    CHECK(net.desc(y).shape == Shape{1, 1, r.expected, r.expected});
+  }
+  // torch.nn.functional.avg_pool2d(arange(36).reshape(1,1,6,6), 3, 2, 1, ceil_mode=True, ...)
+  std::vector<float> x(36);
+  for (int i = 0; i < 36; ++i) x[i] = static_cast<float>(i);
+  const std::vector<float> include{1.5555556f, 3.3333333f, 4.6666665f, 2.6666667f,
+                                   8.333333f,  14.0f,      16.0f,      8.5f,
+                                   16.333334f, 26.0f,      28.0f,      14.5f,
+                                   10.166667f, 16.0f,      17.0f,      8.75f};
+  const std::vector<float> exclude{3.5f,  5.0f,  7.0f,  8.0f,  12.5f, 14.0f, 16.0f, 17.0f,
+                                   24.5f, 26.0f, 28.0f, 29.0f, 30.5f, 32.0f, 34.0f, 35.0f};
+  for (bool count_pad : {true, false}) {
+    const auto y = run_network({1, 1, 6, 6}, x, [&](Network& net, Value v) {
+      return net.avg_pool2d(v,
+                            {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true,
+                             .count_include_pad = count_pad},
+                            "pool");
+    });
+    CHECK(relative_error(y, count_pad ? include : exclude) < 1e-6);
+  }
+}
+
+TEST_CASE("BatchNorm2d, ReLU, GlobalAvgPool, Add, Concat, Flatten, Softmax, Linear") {
+  const Shape xs{2, 3, 5, 4};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 11, -2.0f, 2.0f);
+
+  SUBCASE("BatchNorm2d (standalone)") {
+    Weights w;
+    w.add("bn.weight", random_tensor({3}, 1));
+    w.add("bn.bias", random_tensor({3}, 2));
+    w.add("bn.running_mean", random_tensor({3}, 3));
+    w.add("bn.running_var", random_tensor({3}, 4, 0.5f, 2.0f));
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      return n.batch_norm2d(v, {.eps = 1e-3}, "bn");
+    }, w);
+    std::vector<float> ref;
+    for (std::int64_t i = 0; i < xs.numel(); ++i) {
+      const auto c = static_cast<std::size_t>((i / 20) % 3);
+      const double g = w.find("bn.weight")->f32()[c], b = w.find("bn.bias")->f32()[c];
+      const double m = w.find("bn.running_mean")->f32()[c];
+      const double var = w.find("bn.running_var")->f32()[c];
+      ref.push_back(static_cast<float>((x[i] - m) / std::sqrt(var + 1e-3) * g + b));
+    }
+    CHECK(relative_error(y, ref) < 1e-6);
+  }
+  SUBCASE("ReLU keeps NaN, zeroes negatives") {
+    std::vector<float> xn = x;
+    xn[5] = std::numeric_limits<float>::quiet_NaN();
+    const auto y = run_network(xs, xn, [](Network& n, Value v) { return n.relu(v, "relu"); });
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      if (i == 5) CHECK(std::isnan(y[i]));
+      else CHECK(y[i] == std::max(xn[i], 0.0f));
+    }
+  }
+  SUBCASE("GlobalAvgPool") {
+    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.global_avg_pool(v, "gap"); });
+    REQUIRE(y.size() == 6);
+    for (std::size_t p = 0; p < 6; ++p) {
+      double sum = 0;
+      for (std::size_t i = 0; i < 20; ++i) sum += x[p * 20 + i];
+      CHECK(y[p] == doctest::Approx(sum / 20).epsilon(1e-6));
+    }
+  }
+  SUBCASE("Add and Concat") {
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      const Value r = n.relu(v, "r");
+      const Value s = n.add(v, r, "sum");
+      return n.concat({s, v, r}, "cat");
+    });
+    REQUIRE(y.size() == 3 * x.size());
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t i = 0; i < 60; ++i) {
+        const float v = x[static_cast<std::size_t>(b * 60 + i)];
+        const std::size_t base = static_cast<std::size_t>(b * 180 + i);
+        CHECK(y[base] == v + std::max(v, 0.0f));
+        CHECK(y[base + 60] == v);
+        CHECK(y[base + 120] == std::max(v, 0.0f));
+      }
+  }
+  SUBCASE("Concat on the last axis") {
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      return n.concat({v, n.relu(v, "r")}, "cat", -1);
+    });
+    for (std::int64_t row = 0; row < 30; ++row)
+      for (std::int64_t k = 0; k < 4; ++k) {
+        const float v = x[static_cast<std::size_t>(row * 4 + k)];
+        CHECK(y[static_cast<std::size_t>(row * 8 + k)] == v);
+        CHECK(y[static_cast<std::size_t>(row * 8 + 4 + k)] == std::max(v, 0.0f));
+      }
+  }
+  SUBCASE("Softmax on the last axis and on channels") {
+    for (int axis : {-1, 1}) {
+      CAPTURE(axis);
+      const auto y = run_network(xs, x, [&](Network& n, Value v) { return n.softmax(v, "sm", axis); });
+      const std::int64_t len = axis == 1 ? 3 : 4, stride = axis == 1 ? 20 : 1;
+      for (std::int64_t i = 0; i < xs.numel(); ++i) {
+        const std::int64_t pos = (i / stride) % len, start = i - pos * stride;
+        double denom = 0;
+        for (std::int64_t k = 0; k < len; ++k) denom += std::exp(double{x[start + k * stride]});
+        CHECK(y[i] == doctest::Approx(std::exp(double{x[i]}) / denom).epsilon(1e-5));
+      }
+    }
+  }
+  SUBCASE("Flatten then Linear") {
+    Weights w;
+    w.add("fc.weight", random_tensor({7, 60}, 5));
+    w.add("fc.bias", random_tensor({7}, 6));
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      return n.linear(n.flatten(v, "flat"), {.out_features = 7}, "fc");
+    }, w);
+    REQUIRE(y.size() == 14);
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t o = 0; o < 7; ++o) {
+        double acc = w.find("fc.bias")->f32()[o];
+        for (std::size_t k = 0; k < 60; ++k) acc += double{x[b * 60 + k]} * w.find("fc.weight")->f32()[o * 60 + k];
+        CHECK(y[b * 7 + o] == doctest::Approx(acc).epsilon(1e-5));
+      }
+  }
+}
+
+TEST_CASE("BatchNorm folded into the conv equals conv then BatchNorm") {
+  const Shape xs{1, 4, 12, 10};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 21);
+  for (bool conv_bias : {false, true}) {
+    CAPTURE(conv_bias);
+    Weights w;
+    w.add("conv.weight", random_tensor({6, 4, 3, 3}, 22));
+    if (conv_bias) w.add("conv.bias", random_tensor({6}, 23));
+    w.add("bn.weight", random_tensor({6}, 24, 0.5f, 1.5f));
+    w.add("bn.bias", random_tensor({6}, 25));
+    w.add("bn.running_mean", random_tensor({6}, 26));
+    w.add("bn.running_var", random_tensor({6}, 27, 0.1f, 3.0f));
+    auto build = [&](Network& n, Value v) {
+      v = n.conv2d(v, {.out_channels = 6, .kernel = 3, .stride = 2, .padding = 1, .bias = conv_bias},
+                   "conv");
+      return n.relu(n.batch_norm2d(v, "bn"), "relu");
+    };
+    Network net;
+    net.output("y", build(net, net.input("x", xs)));
+    const Engine fused = Engine::build(net, w, {.threads = 1});
+    const Engine unfused = Engine::build(net, w, {.threads = 1, .fuse = false});
+    CHECK(fused.info().ops == 1);
+    CHECK(fused.op_names() == std::vector<std::string>{"conv+bn+relu"});
+    CHECK(unfused.info().ops == 3);
+    const auto a = fused.create_context().infer({{"x", x}}).output("y").to_vector();
+    const auto b = unfused.create_context().infer({{"x", x}}).output("y").to_vector();
+    CHECK(relative_error(a, b) < 1e-5);
+  }
+}
+
+TEST_CASE("layers reject impossible shapes with messages naming the layer and the shapes") {
+  using cgr::test::error_message;
+  Network net;
+  const Value a = net.input("a", {1, 8, 16, 16});
+  const Value b = net.input("b", {1, 4, 16, 16});
+  const Value c = net.input("c", {1, 8, 15, 16});
+  CHECK(error_message([&] { net.add(a, b, "sum"); }) ==
+        "Add 'sum': operands 'a' (1x8x16x16) and 'b' (1x4x16x16) must have the same shape");
+  const std::string concat = error_message([&] { net.concat({a, c}, "cat"); });
+  CHECK(concat.find("Concat 'cat'") != std::string::npos);
+  CHECK(concat.find("1x8x15x16") != std::string::npos);
+  CHECK(error_message([&] { net.conv2d(a, {.out_channels = 6, .kernel = 3, .groups = 4}, "conv"); })
+            .find("Conv2d 'conv': input 1x8x16x16 has 8 channels and out_channels is 6") == 0);
+  CHECK(error_message([&] { net.conv2d(a, {.out_channels = 6, .kernel = 17}, "big"); })
+            .find("Conv2d 'big': input 1x8x16x16 is smaller than the dilated kernel 17") == 0);
+  CHECK(error_message([&] { net.max_pool2d(a, {.kernel = 3, .padding = 2}, "pool"); })
+            .find("MaxPool2d 'pool': padding 2 must be at most half the kernel 3") == 0);
+  CHECK(error_message([&] { net.global_avg_pool(net.flatten(a, "f"), "gap"); })
+            .find("GlobalAvgPool 'gap': input 'f' has shape 1x2048") == 0);
+  CHECK(error_message([&] { net.relu(a, "a"); }).find("'a' is used twice") != std::string::npos);
+  // The network is still usable after the errors, and nothing half-built was left behind.
+  const int layers = net.layer_count();
+  const Value ok = net.add(a, a, "ok");
+  CHECK(net.layer_count() == layers + 1);
+  CHECK(net.desc(ok).shape == Shape{1, 8, 16, 16});
+}

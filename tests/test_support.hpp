@@ -1,0 +1,66 @@
+// Helpers shared by the test suites: seeded data, single-layer engines, error matching.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cgr/engine.hpp>
+
+namespace cgr::test {
+
+inline std::vector<float> random_vector(std::size_t count, unsigned seed, float low = -1.0f,
+                                        float high = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> values(count);
+  for (auto& v : values) v = dist(rng);
+  return values;
+}
+
+inline Tensor random_tensor(const Shape& shape, unsigned seed, float low = -1.0f,
+                            float high = 1.0f) {
+  return Tensor(shape, random_vector(static_cast<std::size_t>(shape.numel()), seed, low, high));
+}
+
+// max |a - b| / max(max |b|, tiny): the relative error measure of the conformance figures.
+inline double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
+  REQUIRE(actual.size() == expected.size());
+  double max_diff = 0.0, max_ref = 0.0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(double{actual[i]} - double{expected[i]}));
+    max_ref = std::max(max_ref, std::abs(double{expected[i]}));
+  }
+  return max_diff / std::max(max_ref, 1e-30);
+}
+
+// Builds a one-input network with `build`, compiles it and runs it on `input`.
+inline std::vector<float> run_network(
+    const Shape& input_shape, const std::vector<float>& input,
+    const std::function<Value(Network&, Value)>& build, const Weights& weights = {},
+    EngineOptions options = {.threads = 2}) {
+  Network net;
+  const Value x = net.input("x", input_shape);
+  net.output("y", build(net, x));
+  const Engine engine = Engine::build(net, weights, options);
+  ExecutionContext ctx = engine.create_context();
+  const Result result = ctx.infer({{"x", TensorView(input)}});
+  const auto out = result.output("y").f32();
+  return {out.begin(), out.end()};
+}
+
+// The message of the Error `action` throws ("" when it throws nothing).
+inline std::string error_message(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace cgr::test

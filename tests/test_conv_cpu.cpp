@@ -28,7 +28,8 @@ std::vector<float> random_values(std::size_t count, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(count);
-  for (float& v : values) v = dist(rng);
+  for (float& v : values)
+    v = dist(rng);
   return values;
 }
 
@@ -43,9 +44,8 @@ struct ConvCase {
 };
 
 ConvGeometry make_geometry(std::int64_t batch, std::int64_t cin, std::int64_t h, std::int64_t w,
-                           std::int64_t cout, std::int64_t kh, std::int64_t kw,
-                           std::int64_t stride, std::int64_t pad, std::int64_t dilation = 1,
-                           std::int64_t groups = 1) {
+                           std::int64_t cout, std::int64_t kh, std::int64_t kw, std::int64_t stride,
+                           std::int64_t pad, std::int64_t dilation = 1, std::int64_t groups = 1) {
   ConvGeometry g;
   g.batch = batch;
   g.in_channels = cin;
@@ -80,9 +80,8 @@ std::size_t weight_size(const ConvGeometry& g) {
 
 // Direct convolution in double; padding contributes nothing.
 std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<float>& in,
-                                   const std::vector<float>& weight,
-                                   const std::vector<float>& bias, const float* residual,
-                                   bool relu) {
+                                   const std::vector<float>& weight, const std::vector<float>& bias,
+                                   const float* residual, bool relu) {
   std::vector<double> out(output_size(g));
   const std::int64_t cin_g = g.in_channels / g.groups;
   const std::int64_t cout_g = g.out_channels / g.groups;
@@ -100,8 +99,10 @@ std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<floa
               for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
                 const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
                 if (iw < 0 || iw >= g.in_w) continue;
-                const double x = in[static_cast<std::size_t>(((n * g.in_channels + ic) * g.in_h + ih) * g.in_w + iw)];
-                const double wv = weight[static_cast<std::size_t>(((oc * cin_g + c) * g.kernel_h + kh) * g.kernel_w + kw)];
+                const double x = in[static_cast<std::size_t>(
+                    ((n * g.in_channels + ic) * g.in_h + ih) * g.in_w + iw)];
+                const double wv = weight[static_cast<std::size_t>(
+                    ((oc * cin_g + c) * g.kernel_h + kh) * g.kernel_w + kw)];
                 sum += x * wv;
               }
             }
@@ -122,7 +123,8 @@ std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<floa
 void check_close(const std::vector<float>& got, const std::vector<double>& expected) {
   REQUIRE(got.size() == expected.size());
   double scale = 0.0;
-  for (double v : expected) scale = std::max(scale, std::abs(v));
+  for (double v : expected)
+    scale = std::max(scale, std::abs(v));
   const double tolerance = 1e-5 * std::max(scale, 1e-3);
   double worst = 0.0;
   std::size_t worst_index = 0;
@@ -168,6 +170,8 @@ std::vector<ConvCase> conv_cases() {
   cases.push_back({"7x7 stride 2 pad 3", finish(make_geometry(1, 3, 23, 21, 10, 7, 7, 2, 3))});
   cases.push_back({"3x3 stride 2 odd input", finish(make_geometry(1, 6, 15, 13, 9, 3, 3, 2, 1))});
   cases.push_back({"dilation 2", finish(make_geometry(1, 5, 14, 11, 7, 3, 3, 1, 2, 2))});
+  cases.push_back({"stride 3", finish(make_geometry(1, 4, 40, 37, 6, 5, 5, 3, 2))});
+  cases.push_back({"stride 2 dilation 3", finish(make_geometry(1, 3, 45, 47, 5, 3, 3, 2, 3, 3))});
   cases.push_back({"3->5", finish(make_geometry(1, 3, 10, 10, 5, 3, 3, 1, 1))});
   cases.push_back({"17->33", finish(make_geometry(1, 17, 9, 10, 33, 3, 3, 1, 1))});
   cases.push_back({"K over one pass", finish(make_geometry(1, 64, 6, 7, 40, 3, 3, 1, 1))});
@@ -240,8 +244,8 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
     for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
       if (std::string(kernel->name) == "generic") continue;  // no FMA: different rounding
       KernelOverride override_kernel(kernel);
-      INFO(kernel->name << " / " << g.in_channels << "->" << g.out_channels << " at "
-                        << g.in_h << "x" << g.in_w);
+      INFO(kernel->name << " / " << g.in_channels << "->" << g.out_channels << " at " << g.in_h
+                        << "x" << g.in_w);
       const ConvKernelCpu conv(g, weight, bias);
       const auto serial = run_conv(conv, input, residual.data(), true, nullptr);
       check_close(serial, reference_conv(g, input, weight, bias, residual.data(), true));

@@ -5,16 +5,17 @@
 //
 //   resnet18 [--device cpu|cuda] [--threads N] [--size S] [--iterations N]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cgr/engine.hpp>
 #include <fmt/format.h>
 
+#include "common/timing.hpp"
 #include "models/random_weights.hpp"
 #include "models/resnet18.hpp"
 
@@ -55,18 +56,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median_ms(cgr::ExecutionContext& ctx, int iterations) {
-  ctx.run();  // warm-up
-  std::vector<double> times;
-  for (int i = 0; i < iterations; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    ctx.run();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,36 +82,41 @@ int main(int argc, char** argv) {
 
     std::vector<cgr::Mode> modes{cgr::Mode::dag, cgr::Mode::eager};
     if (device == cgr::Device::cuda) modes.insert(modes.begin() + 1, cgr::Mode::stream_graph);
-    std::vector<std::pair<cgr::Mode, double>> latencies;
+    std::vector<cgr::Engine> engines;
+    std::vector<cgr::ExecutionContext> contexts;
     for (cgr::Mode mode : modes) {
-      const cgr::Engine engine =
-          cgr::Engine::build(net, weights, {.device = device, .mode = mode, .threads = o.threads});
-      cgr::ExecutionContext ctx = engine.create_context();
-      const cgr::Result result = ctx.infer({{"image", cgr::TensorView(image)}});
-      if (latencies.empty()) {
-        const cgr::EngineInfo info = engine.info();
-        fmt::print("ResNet-18, 1x3x{}x{}, device {}, {} layers -> {} ops after fusion, "
-                   "{} edges, critical path {}, width {}\n",
-                   o.size, o.size, cgr::to_string(device), info.layers, info.ops, info.edges,
-                   info.critical_path, info.max_width);
-        fmt::print("activation arena {:.2f} MiB (no reuse: {:.2f} MiB), weights {:.1f} MiB\n",
-                   info.arena_bytes / 1048576.0, info.activation_bytes / 1048576.0,
-                   info.weight_bytes / 1048576.0);
-        const auto logits = result.output("logits").f32();
-        std::vector<int> order(logits.size());
-        std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + 5, order.end(),
-                          [&](int a, int b) { return logits[a] > logits[b]; });
-        fmt::print("top-5 classes (seeded weights, seeded image):");
-        for (int k = 0; k < 5; ++k) fmt::print(" {} ({:.4f})", order[k], logits[order[k]]);
-        fmt::print("\n");
-      }
-      latencies.emplace_back(mode, median_ms(ctx, o.iterations));
+      engines.push_back(
+          cgr::Engine::build(net, weights, {.device = device, .mode = mode, .threads = o.threads}));
+      contexts.push_back(engines.back().create_context());
     }
-    const double dag_ms = latencies.front().second;
-    for (const auto& [mode, ms] : latencies) {
-      fmt::print("  {:<13} median {:8.2f} ms   ({:.2f}x dag)\n", cgr::to_string(mode), ms,
-                 ms / dag_ms);
+    const cgr::EngineInfo info = engines[0].info();
+    fmt::print("ResNet-18, 1x3x{}x{}, device {}, {} layers -> {} ops after fusion, "
+               "{} edges, critical path {}, width {}\n",
+               o.size, o.size, cgr::to_string(device), info.layers, info.ops, info.edges,
+               info.critical_path, info.max_width);
+    fmt::print("activation arena {:.2f} MiB (no reuse: {:.2f} MiB), weights {:.1f} MiB\n",
+               info.arena_bytes / 1048576.0, info.activation_bytes / 1048576.0,
+               info.weight_bytes / 1048576.0);
+    const cgr::Tensor logits_tensor = contexts[0].infer({{"image", image}}).output("logits");
+    const auto logits = logits_tensor.f32();
+    std::vector<int> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                      [&](int a, int b) { return logits[a] > logits[b]; });
+    fmt::print("top-5 classes (seeded weights, seeded image):");
+    for (int k = 0; k < 5; ++k) fmt::print(" {} ({:.4f})", order[k], logits[order[k]]);
+    fmt::print("\n");
+    for (std::size_t k = 1; k < contexts.size(); ++k) {
+      std::copy(image.begin(), image.end(), contexts[k].input_buffer("image").begin());
+    }
+    std::vector<cgr::ExecutionContext*> pointers;
+    for (auto& ctx : contexts) pointers.push_back(&ctx);
+    const auto medians = cgr::samples::interleaved_median_ms(pointers, o.iterations);
+    fmt::print("median latency over {} interleaved rounds, {} threads:\n", o.iterations,
+               o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
+    for (std::size_t k = 0; k < modes.size(); ++k) {
+      fmt::print("  {:<13} {:8.2f} ms   ({:.2f}x dag)\n", cgr::to_string(modes[k]), medians[k],
+                 medians[k] / medians[0]);
     }
   } catch (const cgr::Error& e) {
     std::fprintf(stderr, "resnet18: %s\n", e.what());

@@ -8,8 +8,10 @@
 // split over (group, row block, column strip) tiles only; the sum over K of every output
 // element is the same chain whatever the split, so results do not depend on the thread count.
 // When there are enough column strips to keep every thread busy, one task im2cols a few
-// strips and multiplies them at once while they are still in L2; otherwise (tiny outputs,
-// big K) im2col runs first and the GEMM is also split over row blocks.
+// strips at a time into the same cache-resident slot and multiplies them at once; otherwise
+// (tiny outputs, big K) im2col runs first and the GEMM is also split over row blocks.
+// im2col costs about as much per panel element as the GEMM spends on it when M is small (64),
+// hence the AVX-512 version built from masked loads rather than scalar copies and gathers.
 #include "cpu/conv_cpu.hpp"
 
 #include <algorithm>
@@ -35,7 +37,7 @@ constexpr std::int64_t kTaskMacs = std::int64_t{1} << 20;
 constexpr std::int64_t kTaskIm2colFloats = std::int64_t{1} << 16;
 // Bytes of B panel (K x strips x nr) one fused step im2cols before multiplying: well inside
 // L2 next to the A block, so the GEMM reads what im2col just wrote from cache.
-constexpr std::int64_t kPanelBlockBytes = std::int64_t{384} << 10;
+constexpr std::int64_t kPanelBlockBytes = std::int64_t{192} << 10;
 
 // Floor division for possibly negative numerators (positive divisor).
 std::int64_t floor_div(std::int64_t x, std::int64_t d) {
@@ -74,24 +76,26 @@ void im2col_rows(const StripSource& src, const Segment* segments, std::int64_t s
         const std::int64_t shift = kw * src.dilation_w - src.pad_left;
         for (std::int64_t s = 0; s < segment_count; ++s) {
           const Segment& seg = segments[s];
-          float* out = row + seg.offset - seg.ow0;  // indexed by output column
-          const std::int64_t end = seg.ow0 + seg.length;
+          float* out = row + seg.offset;
           const std::int64_t ih = seg.ih0 + dy;
           if (ih < 0 || ih >= src.in_h) {
-            std::fill(out + seg.ow0, out + end, 0.0f);
+            std::fill_n(out, seg.length, 0.0f);
             continue;
           }
+          const std::int64_t end = seg.ow0 + seg.length;
           const std::int64_t lo = std::clamp(valid_begin, seg.ow0, end);
           const std::int64_t hi = std::clamp(valid_end, lo, end);
-          std::fill(out + seg.ow0, out + lo, 0.0f);
+          std::fill(out, out + (lo - seg.ow0), 0.0f);
           const float* in_row = channel + ih * src.in_w;
-          if (src.stride_w == 1) {
-            std::memcpy(out + lo, in_row + lo + shift,
+          if (src.stride_w == 1 && hi > lo) {
+            std::memcpy(out + (lo - seg.ow0), in_row + (lo + shift),
                         static_cast<std::size_t>(hi - lo) * sizeof(float));
           } else {
-            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = in_row[ow * src.stride_w + shift];
+            for (std::int64_t ow = lo; ow < hi; ++ow) {
+              out[ow - seg.ow0] = in_row[ow * src.stride_w + shift];
+            }
           }
-          std::fill(out + hi, out + end, 0.0f);
+          std::fill(out + (hi - seg.ow0), out + seg.length, 0.0f);
         }
         if (count < nr) std::fill(row + count, row + nr, 0.0f);
         row += nr;
@@ -101,17 +105,19 @@ void im2col_rows(const StripSource& src, const Segment* segments, std::int64_t s
 }
 
 #if defined(CGR_CONV_X86)
-// The same for a 32-column strip with AVX-512: a row is built in two registers from masked
-// loads (stride 1) or masked gathers, one per segment; lanes outside the image stay zero.
-// Masked-off lanes are never touched, so reading "before" a row start is fine.
-__attribute__((target("avx512f"))) void im2col_rows_avx512(const StripSource& src,
-                                                           const Segment* segments,
-                                                           std::int64_t segment_count,
-                                                           float* row) {
+// The same for a 32-column strip with AVX-512: a row is built in two registers, segment by
+// segment, from masked loads (stride 1 and 2) or masked gathers (larger strides); lanes
+// outside the image stay zero. Masked-off lanes are never touched, so addresses before a row
+// start or past its end are fine.
+__attribute__((target("avx512f,bmi2"))) void im2col_rows_avx512(const StripSource& src,
+                                                                const Segment* segments,
+                                                                std::int64_t segment_count,
+                                                                float* row) {
   const auto stride = static_cast<int>(src.stride_w);
   const __m512i lane_index =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(stride));
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   for (std::int64_t c = 0; c < src.channels; ++c) {
     const float* channel = src.input + c * src.plane;
     for (std::int64_t kh = 0; kh < src.kernel_h; ++kh) {
@@ -130,8 +136,8 @@ __attribute__((target("avx512f"))) void im2col_rows_avx512(const StripSource& sr
           const std::int64_t lo = std::clamp(valid_begin, seg.ow0, end);
           const std::int64_t hi = std::clamp(valid_end, lo, end);
           if (lo == hi) continue;
-          const auto mask = static_cast<std::uint32_t>(
-              ((std::uint64_t{1} << (hi - lo)) - 1) << (seg.offset + lo - seg.ow0));
+          const auto mask = static_cast<std::uint32_t>(((std::uint64_t{1} << (hi - lo)) - 1)
+                                                       << (seg.offset + lo - seg.ow0));
           const auto mask_low = static_cast<__mmask16>(mask & 0xffffu);
           const auto mask_high = static_cast<__mmask16>(mask >> 16);
           const float* in_row = channel + ih * src.in_w;
@@ -144,12 +150,35 @@ __attribute__((target("avx512f"))) void im2col_rows_avx512(const StripSource& sr
             low = _mm512_mask_loadu_ps(low, mask_low, reinterpret_cast<const float*>(base));
             high = _mm512_mask_loadu_ps(high, mask_high,
                                         reinterpret_cast<const float*>(base + 16 * sizeof(float)));
+          } else if (stride == 2) {
+            // Much faster than a gather: load the 32 inputs that 16 lanes span, masked to the
+            // even positions of valid lanes, and keep the even ones with a permute.
+            const std::uintptr_t base =
+                reinterpret_cast<std::uintptr_t>(in_row) +
+                static_cast<std::uintptr_t>(first) * sizeof(float);  // wraps when negative
+            if (mask_low != 0) {
+              const std::uint32_t spread = _pdep_u32(mask_low, 0x55555555u);
+              const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread & 0xffffu),
+                                                     reinterpret_cast<const float*>(base));
+              const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread >> 16),
+                                                     reinterpret_cast<const float*>(base + 64));
+              low = _mm512_mask_mov_ps(low, mask_low, _mm512_permutex2var_ps(a, even, b));
+            }
+            if (mask_high != 0) {
+              const std::uint32_t spread = _pdep_u32(mask_high, 0x55555555u);
+              const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread & 0xffffu),
+                                                     reinterpret_cast<const float*>(base + 128));
+              const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread >> 16),
+                                                     reinterpret_cast<const float*>(base + 192));
+              high = _mm512_mask_mov_ps(high, mask_high, _mm512_permutex2var_ps(a, even, b));
+            }
           } else {
-            const __m512i index = _mm512_add_epi32(lane_index, _mm512_set1_epi32(static_cast<int>(first)));
+            const __m512i index =
+                _mm512_add_epi32(lane_index, _mm512_set1_epi32(static_cast<int>(first)));
             low = _mm512_mask_i32gather_ps(low, mask_low, index, in_row, 4);
-            high = _mm512_mask_i32gather_ps(
-                high, mask_high, _mm512_add_epi32(index, _mm512_set1_epi32(16 * stride)), in_row,
-                4);
+            high = _mm512_mask_i32gather_ps(high, mask_high,
+                                            _mm512_add_epi32(index, _mm512_set1_epi32(16 * stride)),
+                                            in_row, 4);
           }
         }
         _mm512_storeu_ps(row, low);
@@ -169,27 +198,26 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
   const ConvGeometry& g = geometry_;
   if (g.batch < 0 || g.in_channels <= 0 || g.out_channels <= 0 || g.in_h < 0 || g.in_w < 0 ||
       g.kernel_h <= 0 || g.kernel_w <= 0 || g.stride_h <= 0 || g.stride_w <= 0 ||
-      g.dilation_h <= 0 || g.dilation_w <= 0 || g.groups <= 0 || g.pad_top < 0 ||
-      g.pad_left < 0 || g.pad_bottom < 0 || g.pad_right < 0) {
-    fail("conv: invalid geometry (batch {}, channels {}->{}, input {}x{}, kernel {}x{}, stride "
-         "{}x{}, dilation {}x{}, groups {}, pads {},{},{},{})",
-         g.batch, g.in_channels, g.out_channels, g.in_h, g.in_w, g.kernel_h, g.kernel_w,
-         g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.groups, g.pad_top, g.pad_left,
-         g.pad_bottom, g.pad_right);
+      g.dilation_h <= 0 || g.dilation_w <= 0 || g.groups <= 0 || g.pad_top < 0 || g.pad_left < 0 ||
+      g.pad_bottom < 0 || g.pad_right < 0) {
+    fail(
+        "conv: invalid geometry (batch {}, channels {}->{}, input {}x{}, kernel {}x{}, stride "
+        "{}x{}, dilation {}x{}, groups {}, pads {},{},{},{})",
+        g.batch, g.in_channels, g.out_channels, g.in_h, g.in_w, g.kernel_h, g.kernel_w, g.stride_h,
+        g.stride_w, g.dilation_h, g.dilation_w, g.groups, g.pad_top, g.pad_left, g.pad_bottom,
+        g.pad_right);
   }
   if (g.in_channels % g.groups != 0 || g.out_channels % g.groups != 0) {
-    fail("conv: groups {} must divide in_channels {} and out_channels {}", g.groups,
-         g.in_channels, g.out_channels);
+    fail("conv: groups {} must divide in_channels {} and out_channels {}", g.groups, g.in_channels,
+         g.out_channels);
   }
-  const std::int64_t expect_h = math::window_output_size(g.in_h, g.kernel_h, g.stride_h,
-                                                         g.pad_top, g.pad_bottom, g.dilation_h,
-                                                         false);
-  const std::int64_t expect_w = math::window_output_size(g.in_w, g.kernel_w, g.stride_w,
-                                                         g.pad_left, g.pad_right, g.dilation_w,
-                                                         false);
+  const std::int64_t expect_h = math::window_output_size(g.in_h, g.kernel_h, g.stride_h, g.pad_top,
+                                                         g.pad_bottom, g.dilation_h, false);
+  const std::int64_t expect_w = math::window_output_size(g.in_w, g.kernel_w, g.stride_w, g.pad_left,
+                                                         g.pad_right, g.dilation_w, false);
   if (g.out_h != expect_h || g.out_w != expect_w) {
-    fail("conv: output size {}x{} does not match the geometry, which gives {}x{}", g.out_h,
-         g.out_w, expect_h, expect_w);
+    fail("conv: output size {}x{} does not match the geometry, which gives {}x{}", g.out_h, g.out_w,
+         expect_h, expect_w);
   }
   group_m_ = g.out_channels / g.groups;
   group_k_ = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
@@ -218,9 +246,8 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     }
   }
 
-  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
-                         g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-                         g.pad_bottom == 0 && g.pad_right == 0;
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                         g.pad_top == 0 && g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0;
   view_in_h_ = pointwise ? 1 : g.in_h;
   view_in_w_ = pointwise ? g.in_h * g.in_w : g.in_w;
   view_out_w_ = pointwise ? columns_ : g.out_w;
@@ -237,7 +264,9 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
   }
 #if defined(CGR_CONV_X86)
   // Gather indices are 32-bit: keep to rows they can address.
+  __builtin_cpu_init();
   im2col_avx512_ = kernel_->nr == 32 && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("bmi2") &&
                    (g.stride_w == 1 || (view_in_w_ + 64) * g.stride_w < (std::int64_t{1} << 30));
 #endif
 }
@@ -247,8 +276,7 @@ std::size_t ConvKernelCpu::workspace_bytes() const {
          sizeof(float);
 }
 
-void ConvKernelCpu::im2col_strip(const float* group_input, std::int64_t strip,
-                                 float* dst) const {
+void ConvKernelCpu::im2col_strip(const float* group_input, std::int64_t strip, float* dst) const {
   const ConvGeometry& g = geometry_;
   const std::int64_t nr = kernel_->nr;
   const std::int64_t first = strip * nr;
@@ -287,8 +315,8 @@ void ConvKernelCpu::im2col_strip(const float* group_input, std::int64_t strip,
   im2col_rows(source, segments, segment_count, count, nr, dst);
 }
 
-void ConvKernelCpu::run(const float* input, const float* residual, float* output,
-                        float* workspace, bool relu, ThreadPool* pool) const {
+void ConvKernelCpu::run(const float* input, const float* residual, float* output, float* workspace,
+                        bool relu, ThreadPool* pool) const {
   const ConvGeometry& g = geometry_;
   if (columns_ == 0 || g.batch == 0) return;
   const std::int64_t mr = kernel_->mr;
@@ -350,22 +378,28 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
     if (m_blocks == 1) {
       // Fused: each task im2cols a block of strips and multiplies it while it is in cache.
       // Items: (group, column strip).
-      gemm::parallel_range(pool, groups * strips, gemm_grain, [&](std::int64_t begin,
-                                                                  std::int64_t end) {
-        for (std::int64_t item = begin; item < end;) {
-          const std::int64_t group = item / strips;
-          const std::int64_t s_end = std::min(end - group * strips, strips);
-          const gemm::PackedProduct p = product(group);
-          for (std::int64_t s0 = item - group * strips; s0 < s_end; s0 += block_strips) {
-            const std::int64_t s1 = std::min(s_end, s0 + block_strips);
-            for (std::int64_t s = s0; s < s1; ++s) {
-              im2col_strip(group_input(group), s, strip_panel(group, s));
+      gemm::parallel_range(
+          pool, groups * strips, gemm_grain, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t item = begin; item < end;) {
+              const std::int64_t group = item / strips;
+              const std::int64_t s_end = std::min(end - group * strips, strips);
+              const std::int64_t s_begin = item - group * strips;
+              // Every block of this range goes through the panel slot of its first strips, so
+              // im2col writes to lines still in cache instead of fresh ones.
+              gemm::PackedProduct p = product(group);
+              float* slot = strip_panel(group, s_begin);
+              p.b = slot;
+              for (std::int64_t s0 = s_begin; s0 < s_end; s0 += block_strips) {
+                const std::int64_t s1 = std::min(s_end, s0 + block_strips);
+                for (std::int64_t s = s0; s < s1; ++s) {
+                  im2col_strip(group_input(group), s, slot + (s - s0) * group_k_ * nr);
+                }
+                p.b_first = s0;
+                gemm::gemm_packed(p, 0, m_strips, s0, s1);
+              }
+              item = group * strips + s_end;
             }
-            gemm::gemm_packed(p, 0, m_strips, s0, s1);
-          }
-          item = group * strips + s_end;
-        }
-      });
+          });
       continue;
     }
 
@@ -382,21 +416,21 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
                          });
     // Items: (group, row block, column strip), strips innermost so a task's strips share
     // the A block.
-    gemm::parallel_range(pool, groups * m_blocks * strips, gemm_grain, [&](std::int64_t begin,
-                                                                           std::int64_t end) {
-      for (std::int64_t item = begin; item < end;) {
-        const std::int64_t outer = item / strips;  // group * m_blocks + row block
-        const std::int64_t group = outer / m_blocks;
-        const std::int64_t m0 = (outer % m_blocks) * task_m_strips;
-        const std::int64_t m1 = std::min(m_strips, m0 + task_m_strips);
-        const std::int64_t s_end = std::min(end - outer * strips, strips);
-        const gemm::PackedProduct p = product(group);
-        for (std::int64_t s0 = item - outer * strips; s0 < s_end; s0 += block_strips) {
-          gemm::gemm_packed(p, m0, m1, s0, std::min(s_end, s0 + block_strips));
-        }
-        item = outer * strips + s_end;
-      }
-    });
+    gemm::parallel_range(
+        pool, groups * m_blocks * strips, gemm_grain, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t item = begin; item < end;) {
+            const std::int64_t outer = item / strips;  // group * m_blocks + row block
+            const std::int64_t group = outer / m_blocks;
+            const std::int64_t m0 = (outer % m_blocks) * task_m_strips;
+            const std::int64_t m1 = std::min(m_strips, m0 + task_m_strips);
+            const std::int64_t s_end = std::min(end - outer * strips, strips);
+            const gemm::PackedProduct p = product(group);
+            for (std::int64_t s0 = item - outer * strips; s0 < s_end; s0 += block_strips) {
+              gemm::gemm_packed(p, m0, m1, s0, std::min(s_end, s0 + block_strips));
+            }
+            item = outer * strips + s_end;
+          }
+        });
   }
 }
 

@@ -43,8 +43,8 @@ class ConvKernelCpu {
   // output[n, oc, oh, ow] = act(conv + bias[oc] + residual[n, oc, oh, ow]), act = ReLU
   // (cgr::math::relu) when relu is true. residual may be null. input NCHW dense. pool may be
   // null (single thread). The result is the same, bit for bit, for every pool size.
-  void run(const float* input, const float* residual, float* output, float* workspace,
-           bool relu, ThreadPool* pool) const;
+  void run(const float* input, const float* residual, float* output, float* workspace, bool relu,
+           ThreadPool* pool) const;
 
  private:
   // Writes column strip `strip` of one group's im2col panel (group_k_ rows of nr columns).
@@ -52,11 +52,11 @@ class ConvKernelCpu {
 
   ConvGeometry geometry_;
   const gemm::MicroKernel* kernel_ = nullptr;
-  std::int64_t group_m_ = 0;      // output channels per group (GEMM M)
-  std::int64_t group_k_ = 0;      // (in_channels / groups) * kernel_h * kernel_w (GEMM K)
-  std::int64_t m_padded_ = 0;     // group_m_ rounded up to the micro-kernel's mr
-  std::int64_t columns_ = 0;      // out_h * out_w (GEMM N)
-  std::int64_t col_strips_ = 0;   // columns_ / nr, rounded up
+  std::int64_t group_m_ = 0;          // output channels per group (GEMM M)
+  std::int64_t group_k_ = 0;          // (in_channels / groups) * kernel_h * kernel_w (GEMM K)
+  std::int64_t m_padded_ = 0;         // group_m_ rounded up to the micro-kernel's mr
+  std::int64_t columns_ = 0;          // out_h * out_w (GEMM N)
+  std::int64_t col_strips_ = 0;       // columns_ / nr, rounded up
   std::vector<float> packed_weight_;  // groups x m_padded_ x group_k_, row strips
   std::vector<float> bias_;           // groups x m_padded_, or empty
 

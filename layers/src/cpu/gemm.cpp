@@ -40,13 +40,15 @@ constexpr std::int64_t kGenericNr = 16;
 void tile_generic(const TileArgs& t) {
   float acc[kGenericMr][kGenericNr];
   for (std::int64_t r = 0; r < kGenericMr; ++r) {
-    for (std::int64_t j = 0; j < kGenericNr; ++j) acc[r][j] = t.load_c ? t.c[r * t.ldc + j] : 0.0f;
+    for (std::int64_t j = 0; j < kGenericNr; ++j)
+      acc[r][j] = t.load_c ? t.c[r * t.ldc + j] : 0.0f;
   }
   const float* a = t.a;
   const float* b = t.b;
   for (std::int64_t k = 0; k < t.kc; ++k) {
     for (std::int64_t r = 0; r < kGenericMr; ++r) {
-      for (std::int64_t j = 0; j < kGenericNr; ++j) acc[r][j] += a[r] * b[j];
+      for (std::int64_t j = 0; j < kGenericNr; ++j)
+        acc[r][j] += a[r] * b[j];
     }
     a += kGenericMr;
     b += kGenericNr;
@@ -81,7 +83,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
     }
   } else {
 #pragma GCC unroll 6
-    for (int r = 0; r < kAvx2Mr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < kAvx2Mr; ++r)
+      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   }
   const float* a = t.a;
   const float* b = t.b;
@@ -136,7 +139,8 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
     }
   } else {
 #pragma GCC unroll 8
-    for (int r = 0; r < kAvx512Mr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int r = 0; r < kAvx512Mr; ++r)
+      acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   }
   const float* a = t.a;
   const float* b = t.b;
@@ -212,7 +216,8 @@ void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int
   const std::int64_t ldc = t.ldc;
   if (t.load_c) {
     std::fill_n(c_buf, kMaxMr * kMaxNr, 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) std::memcpy(c_buf + r * nr, c + r * ldc, cols * 4);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(c_buf + r * nr, c + r * ldc, cols * 4);
   }
   if (t.last && t.residual) {
     std::fill_n(r_buf, kMaxMr * kMaxNr, 0.0f);
@@ -225,7 +230,8 @@ void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int
   t.c = c_buf;
   t.ldc = nr;
   kernel.tile(t);
-  for (std::int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, c_buf + r * nr, cols * 4);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(c + r * ldc, c_buf + r * nr, cols * 4);
 }
 
 }  // namespace
@@ -289,7 +295,7 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
       for (std::int64_t js = ns0; js < ns1; ++js) {
         const std::int64_t col0 = js * nr;
         const std::int64_t cols = std::min(nr, p.n - col0);
-        t.b = p.b + (js * p.k + pc) * nr;
+        t.b = p.b + ((js - p.b_first) * p.k + pc) * nr;
         for (std::int64_t is = ic; is < ic_end; ++is) {
           const std::int64_t row0 = is * mr;
           t.a = p.a + (is * p.k + pc) * mr;
@@ -332,16 +338,27 @@ void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::in
   }
 }
 
-void parallel_range(ThreadPool* pool, std::int64_t n, std::int64_t grain,
-                    const std::function<void(std::int64_t, std::int64_t)>& body) {
+void parallel_range(ThreadPool* pool, std::int64_t n, std::int64_t grain, RangeBody body) {
   if (n <= 0) return;
+  grain = std::max<std::int64_t>(grain, 1);
   if (pool == nullptr || pool->size() <= 1 || n <= grain) {
     body(0, n);
     return;
   }
-  pool->parallel_for(static_cast<std::size_t>(n), static_cast<std::size_t>(std::max<std::int64_t>(grain, 1)),
-                     [&body](std::size_t begin, std::size_t end) {
-                       body(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
+  // Our own near-equal ranges, a few per thread: handing the pool `n` items would cut them
+  // into equal chunks plus a short last one, which for a dozen big items leaves one thread
+  // with a whole extra chunk.
+  struct Split {
+    RangeBody body;
+    std::int64_t n;
+    std::int64_t tasks;
+  };
+  const Split split{body, n, std::min<std::int64_t>(n / grain, 4 * std::int64_t{pool->size()})};
+  // Captures one pointer, so the std::function the pool takes stores it without allocating.
+  pool->parallel_for(static_cast<std::size_t>(split.tasks), 1,
+                     [&split](std::size_t first, std::size_t last) {
+                       split.body(static_cast<std::int64_t>(first) * split.n / split.tasks,
+                                  static_cast<std::int64_t>(last) * split.n / split.tasks);
                      });
 }
 

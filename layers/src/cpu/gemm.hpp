@@ -13,8 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
+#include <type_traits>
 
 namespace cgr {
 class ThreadPool;
@@ -61,8 +61,12 @@ std::span<const MicroKernel* const> supported_kernels();
 // pick their micro-kernel at construction, so set it before constructing them.
 void set_kernel_override(const MicroKernel* kernel);
 
-inline std::int64_t ceil_div(std::int64_t x, std::int64_t d) { return (x + d - 1) / d; }
-inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return ceil_div(x, m) * m; }
+inline std::int64_t ceil_div(std::int64_t x, std::int64_t d) {
+  return (x + d - 1) / d;
+}
+inline std::int64_t round_up(std::int64_t x, std::int64_t m) {
+  return ceil_div(x, m) * m;
+}
 
 // Packs A[m x k] (row stride lda) into row strips; dst holds round_up(m, mr) * k floats.
 void pack_a(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t mr,
@@ -77,7 +81,8 @@ struct PackedProduct {
   const MicroKernel* kernel = nullptr;
   std::int64_t m = 0, n = 0, k = 0;
   const float* a = nullptr;
-  const float* b = nullptr;
+  const float* b = nullptr;  // column strip b_first; strip js at b + (js - b_first) * k * nr
+  std::int64_t b_first = 0;
   float* c = nullptr;
   std::int64_t ldc = 0;
   const float* row_bias = nullptr;  // round_up(m, mr) values or null
@@ -105,9 +110,26 @@ struct RowsProduct {
 void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
                std::int64_t ns1);
 
+// A non-owning reference to a callable body(begin, end). Unlike a std::function made from a
+// lambda with many captures, it never allocates, so a run allocates nothing of its own.
+class RangeBody {
+ public:
+  template <typename F,
+            typename = std::enable_if_t<!std::is_same_v<std::remove_cvref_t<F>, RangeBody>>>
+  RangeBody(F&& body)  // NOLINT(google-explicit-constructor): used like a function parameter
+      : object_(static_cast<const void*>(&body)),
+        call_([](const void* object, std::int64_t begin, std::int64_t end) {
+          (*static_cast<std::remove_reference_t<F>*>(const_cast<void*>(object)))(begin, end);
+        }) {}
+  void operator()(std::int64_t begin, std::int64_t end) const { call_(object_, begin, end); }
+
+ private:
+  const void* object_;
+  void (*call_)(const void*, std::int64_t, std::int64_t);
+};
+
 // body(begin, end) over [0, n) on the pool in ranges of at least `grain`, or inline without
-// a pool.
-void parallel_range(ThreadPool* pool, std::int64_t n, std::int64_t grain,
-                    const std::function<void(std::int64_t, std::int64_t)>& body);
+// a pool. `body` must outlive the call (a lambda written in the call does).
+void parallel_range(ThreadPool* pool, std::int64_t n, std::int64_t grain, RangeBody body);
 
 }  // namespace cgr::cpu::gemm

@@ -69,16 +69,15 @@ void LinearKernelCpu::run(const float* x, std::int64_t rows, float* y, bool relu
   const std::int64_t item_macs = block * kernel_->mr * in_features_ * kernel_->nr;
   const std::int64_t grain = std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs));
   // Items: (row block, column strip), column strips innermost.
-  gemm::parallel_range(pool, m_blocks * n_strips, grain,
-                       [&](std::int64_t begin, std::int64_t end) {
-                         for (std::int64_t item = begin; item < end;) {
-                           const std::int64_t mb = item / n_strips;
-                           const std::int64_t s_end = std::min(end - mb * n_strips, n_strips);
-                           gemm::gemm_rows(p, mb * block, std::min(m_strips, (mb + 1) * block),
-                                           item - mb * n_strips, s_end);
-                           item = mb * n_strips + s_end;
-                         }
-                       });
+  gemm::parallel_range(pool, m_blocks * n_strips, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t item = begin; item < end;) {
+      const std::int64_t mb = item / n_strips;
+      const std::int64_t s_end = std::min(end - mb * n_strips, n_strips);
+      gemm::gemm_rows(p, mb * block, std::min(m_strips, (mb + 1) * block), item - mb * n_strips,
+                      s_end);
+      item = mb * n_strips + s_end;
+    }
+  });
 }
 
 }  // namespace cgr::cpu

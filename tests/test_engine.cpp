@@ -261,3 +261,25 @@ TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CU
   CHECK(engine.info().ops == 1);
   CHECK(engine.create_context().infer({{"x", std::vector<float>{-1, 2, -3, 4}}}).output("y").to_vector()[1] == 2.0f);
 }
+
+TEST_CASE("profiling records one interval per op, inside the run") {
+  const Network net = models::two_branch({.size = 8, .width = 4});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.threads = 2});
+  ExecutionContext ctx = engine.create_context();
+  ctx.run();
+  CHECK(ctx.op_timings().empty());
+  ctx.set_profiling(true);
+  ctx.run();
+  const auto timings = ctx.op_timings();
+  REQUIRE(timings.size() == 7);
+  for (int op = 0; op < engine.graph().op_count(); ++op) {
+    const auto& t = timings[static_cast<std::size_t>(op)];
+    CHECK(t.op == engine.graph().op(op).name);
+    CHECK(t.start_ms >= 0.0);
+    CHECK(t.end_ms >= t.start_ms);
+    // An op starts only after each of its predecessors ended.
+    for (int pred : engine.graph().predecessors(op)) {
+      CHECK(timings[static_cast<std::size_t>(pred)].end_ms <= t.start_ms);
+    }
+  }
+}

@@ -47,7 +47,9 @@ void run_op(ContextState& state, int index) {
   io.output = state.value_pointers[op.output];
   io.workspace = op.workspace >= 0 ? state.value_pointers[op.workspace] : nullptr;
   io.pool = impl.pool.get();
+  if (state.profiling) state.op_start[static_cast<std::size_t>(index)] = std::chrono::steady_clock::now();
   op.kernel->run(io);
+  if (state.profiling) state.op_end[static_cast<std::size_t>(index)] = std::chrono::steady_clock::now();
 }
 
 void run_eager(ContextState& state) {
@@ -121,6 +123,11 @@ void run_dag(ContextState& state) {
 }  // namespace
 
 void run_cpu(ContextState& state) {
+  if (state.profiling) {
+    state.op_start.assign(state.engine->ops.size(), {});
+    state.op_end.assign(state.engine->ops.size(), {});
+    state.run_start = std::chrono::steady_clock::now();
+  }
   if (state.engine->options.mode == Mode::eager) {
     run_eager(state);
   } else {

@@ -209,6 +209,20 @@ void ExecutionContext::run() {
 
 int ExecutionContext::ops_executed() const { return state_->ops_executed; }
 
+void ExecutionContext::set_profiling(bool enabled) { state_->profiling = enabled; }
+
+std::vector<ExecutionContext::OpTiming> ExecutionContext::op_timings() const {
+  std::vector<OpTiming> timings;
+  if (state_->op_start.size() != state_->engine->ops.size()) return timings;
+  auto ms = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - state_->run_start).count();
+  };
+  for (std::size_t op = 0; op < state_->engine->ops.size(); ++op) {
+    timings.push_back({state_->engine->ops[op].name, ms(state_->op_start[op]), ms(state_->op_end[op])});
+  }
+  return timings;
+}
+
 Result ExecutionContext::infer(const NamedInputs& inputs) {
   const auto& engine = *state_->engine;
   // Validate everything before touching the buffers: a bad call leaves the context as it was.

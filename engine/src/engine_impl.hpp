@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,9 @@ struct ContextState {
   std::vector<std::vector<const float*>> op_inputs;
   std::vector<int> remaining;  // dag scheduler: unfinished predecessors per op
   int ops_executed = 0;
+  bool profiling = false;
+  std::chrono::steady_clock::time_point run_start;
+  std::vector<std::chrono::steady_clock::time_point> op_start, op_end;  // when profiling
   std::atomic<bool> busy{false};  // one inference at a time per context
 };
 

@@ -10,6 +10,16 @@
 namespace cgr {
 namespace {
 
+// Taps k in [begin, end) of a window starting at `start` (dilation d) that land inside
+// [0, size): hoisting the bounds out of the inner loop keeps it branch-free.
+std::pair<std::int64_t, std::int64_t> valid_taps(std::int64_t start, std::int64_t d,
+                                                 std::int64_t kernel, std::int64_t size) {
+  std::int64_t begin = start < 0 ? (-start + d - 1) / d : 0;
+  std::int64_t end = start + (kernel - 1) * d < size ? kernel : (size - start + d - 1) / d;
+  if (end < begin) end = begin;
+  return {begin, end};
+}
+
 class MaxPoolCpuKernel final : public CpuKernel {
  public:
   MaxPoolCpuKernel(const Shape& in, const Shape& out, const Pool2dParams& p)
@@ -23,15 +33,16 @@ class MaxPoolCpuKernel final : public CpuKernel {
         const float* x = io.inputs[0] + plane * static_cast<std::size_t>(in_h * in_w);
         float* y = io.output + plane * static_cast<std::size_t>(out_h * out_w);
         for (std::int64_t oh = 0; oh < out_h; ++oh) {
+          const std::int64_t h0 = oh * p_.stride.h - p_.padding.top;
+          const auto [kh_begin, kh_end] = valid_taps(h0, p_.dilation.h, p_.kernel.h, in_h);
           for (std::int64_t ow = 0; ow < out_w; ++ow) {
+            const std::int64_t w0 = ow * p_.stride.w - p_.padding.left;
+            const auto [kw_begin, kw_end] = valid_taps(w0, p_.dilation.w, p_.kernel.w, in_w);
             float best = -std::numeric_limits<float>::infinity();
-            for (std::int64_t kh = 0; kh < p_.kernel.h; ++kh) {
-              const std::int64_t ih = oh * p_.stride.h - p_.padding.top + kh * p_.dilation.h;
-              if (ih < 0 || ih >= in_h) continue;
-              for (std::int64_t kw = 0; kw < p_.kernel.w; ++kw) {
-                const std::int64_t iw = ow * p_.stride.w - p_.padding.left + kw * p_.dilation.w;
-                if (iw < 0 || iw >= in_w) continue;
-                best = math::nan_max(best, x[ih * in_w + iw]);
+            for (std::int64_t kh = kh_begin; kh < kh_end; ++kh) {
+              const float* row = x + (h0 + kh * p_.dilation.h) * in_w;
+              for (std::int64_t kw = kw_begin; kw < kw_end; ++kw) {
+                best = math::nan_max(best, row[w0 + kw * p_.dilation.w]);
               }
             }
             y[oh * out_w + ow] = best;

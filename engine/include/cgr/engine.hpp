@@ -109,6 +109,16 @@ class ExecutionContext {
   // Ops executed by the last run (fused ops count once).
   int ops_executed() const;
 
+  // Per-op timing of each following run (off by default; costs two clock reads per op).
+  struct OpTiming {
+    std::string op;
+    double start_ms = 0;  // since the start of the run
+    double end_ms = 0;
+  };
+  void set_profiling(bool enabled);
+  // Timings of the last run, in execution-graph op order (Engine::graph()).
+  std::vector<OpTiming> op_timings() const;
+
  private:
   friend class Engine;
   explicit ExecutionContext(std::unique_ptr<detail::ContextState> state);

@@ -1,10 +1,39 @@
 #include "cgr/thread_pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace cgr {
+namespace {
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until ready() or about `budget` has passed; returns ready().
+template <typename Ready>
+bool spin_until(const Ready& ready, std::chrono::microseconds budget = std::chrono::microseconds(50)) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -16,24 +45,20 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
 }
 
 void ThreadPool::submit(std::function<void()> task) {
-  if (workers_.empty()) {
-    // No workers: the task runs when a caller helps (run_one), keeping a single thread.
-    std::lock_guard lock(mutex_);
-    tasks_.push_back(std::move(task));
-    return;
-  }
   {
     std::lock_guard lock(mutex_);
     tasks_.push_back(std::move(task));
+    queued_.store(tasks_.size(), std::memory_order_release);
   }
-  wake_.notify_one();
+  // Without workers the task runs when the caller helps (help_until / run_one).
+  if (!workers_.empty()) wake_.notify_one();
 }
 
 bool ThreadPool::run_one() {
@@ -43,6 +68,7 @@ bool ThreadPool::run_one() {
     if (tasks_.empty()) return false;
     task = std::move(tasks_.front());
     tasks_.pop_front();
+    queued_.store(tasks_.size(), std::memory_order_release);
   }
   task();
   return true;
@@ -50,6 +76,7 @@ bool ThreadPool::run_one() {
 
 void ThreadPool::help_until(const std::function<bool()>& done) {
   for (;;) {
+    spin_until([&] { return done() || queued_.load(std::memory_order_acquire) > 0; });
     std::function<void()> task;
     {
       std::unique_lock lock(mutex_);
@@ -57,6 +84,7 @@ void ThreadPool::help_until(const std::function<bool()>& done) {
       if (done()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.store(tasks_.size(), std::memory_order_release);
     }
     task();
   }
@@ -70,13 +98,18 @@ void ThreadPool::notify_waiters() {
 
 void ThreadPool::worker_loop() {
   for (;;) {
+    spin_until([this] {
+      return stopping_.load(std::memory_order_relaxed) ||
+             queued_.load(std::memory_order_acquire) > 0;
+    });
     std::function<void()> task;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      wake_.wait(lock, [this] { return stopping_.load() || !tasks_.empty(); });
       if (tasks_.empty()) return;  // stopping and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.store(tasks_.size(), std::memory_order_release);
     }
     task();
   }
@@ -139,6 +172,7 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
   {
     std::lock_guard lock(mutex_);
     for (std::size_t i = 0; i < helpers; ++i) tasks_.emplace_back([state] { state->run_chunks(); });
+    queued_.store(tasks_.size(), std::memory_order_release);
   }
   if (helpers == 1) {
     wake_.notify_one();
@@ -147,7 +181,7 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
   }
   state->run_chunks();
   // Only chunks that other threads are running remain; they finish without needing us.
-  {
+  if (!spin_until([&] { return state->done.load(std::memory_order_acquire) == state->chunks; })) {
     std::unique_lock lock(state->mutex);
     state->finished.wait(lock, [&] { return state->done.load() == state->chunks; });
   }

@@ -355,3 +355,40 @@ TEST_CASE("layers reject impossible shapes with messages naming the layer and th
   CHECK(net.layer_count() == layers + 1);
   CHECK(net.desc(ok).shape == Shape{1, 8, 16, 16});
 }
+
+TEST_CASE("Clip, Pad2d and Reshape") {
+  const Shape xs{1, 2, 3, 4};
+  auto x = random_vector(24, 31, -8.0f, 8.0f);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  SUBCASE("Clip is ReLU6 and keeps NaN") {
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      return n.clip(v, {.low = 0.0f, .high = 6.0f}, "relu6");
+    });
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (i == 3) CHECK(std::isnan(y[i]));
+      else CHECK(y[i] == std::min(std::max(x[i], 0.0f), 6.0f));
+    }
+  }
+  SUBCASE("Pad2d puts the planes at (top, left) in zeros") {
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      return n.pad2d(v, Padding2d(1, 0, 2, 3), "pad");
+    });
+    REQUIRE(y.size() == 2 * 6 * 7);
+    for (int c = 0; c < 2; ++c)
+      for (int h = 0; h < 6; ++h)
+        for (int w = 0; w < 7; ++w) {
+          const float v = y[static_cast<std::size_t>((c * 6 + h) * 7 + w)];
+          const bool inside = h >= 1 && h < 4 && w < 4;
+          const float expected = inside ? x[static_cast<std::size_t>((c * 3 + h - 1) * 4 + w)] : 0.0f;
+          if (std::isnan(expected)) CHECK(std::isnan(v));
+          else CHECK(v == expected);
+        }
+  }
+  SUBCASE("Reshape keeps the data") {
+    Network net;
+    const Value v = net.input("x", xs);
+    CHECK(net.desc(net.reshape(v, {4, 6}, "r")).shape == Shape{4, 6});
+    CHECK(cgr::test::error_message([&] { net.reshape(v, {5, 5}, "bad"); }) ==
+          "Reshape 'bad': cannot reshape 'x' of shape 1x2x3x4 (24 elements) to 5x5 (25 elements)");
+  }
+}

@@ -163,6 +163,21 @@ Value Network::softmax(Value x, const std::string& name, int axis) {
   return add_layer(std::make_unique<Softmax>(name, desc(x), axis), {x});
 }
 
+Value Network::clip(Value x, const ClipParams& params, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Clip>(name, desc(x), params), {x});
+}
+
+Value Network::pad2d(Value x, const Padding2d& padding, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Pad2d>(name, desc(x), padding), {x});
+}
+
+Value Network::reshape(Value x, Shape shape, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Reshape>(name, desc(x), std::move(shape)), {x});
+}
+
 const TensorDesc& Network::desc(Value value) const {
   check_value(value, "?");
   return state_->values[value.id].desc;

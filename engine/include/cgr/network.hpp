@@ -16,6 +16,7 @@
 #include "cgr/layers/add.hpp"
 #include "cgr/layers/avg_pool2d.hpp"
 #include "cgr/layers/batch_norm2d.hpp"
+#include "cgr/layers/clip.hpp"
 #include "cgr/layers/concat.hpp"
 #include "cgr/layers/conv2d.hpp"
 #include "cgr/layers/flatten.hpp"
@@ -23,7 +24,9 @@
 #include "cgr/layers/layer.hpp"
 #include "cgr/layers/linear.hpp"
 #include "cgr/layers/max_pool2d.hpp"
+#include "cgr/layers/pad2d.hpp"
 #include "cgr/layers/relu.hpp"
+#include "cgr/layers/reshape.hpp"
 #include "cgr/layers/softmax.hpp"
 #include "cgr/tensor.hpp"
 
@@ -64,6 +67,10 @@ class Network {
   // Flattens dims [start_dim, end) into one (torch.flatten(x, 1) by default).
   Value flatten(Value x, const std::string& name, int start_dim = 1);
   Value softmax(Value x, const std::string& name, int axis = -1);
+  Value clip(Value x, const ClipParams& params, const std::string& name);
+  // Zero padding of H and W (F.pad with constant 0).
+  Value pad2d(Value x, const Padding2d& padding, const std::string& name);
+  Value reshape(Value x, Shape shape, const std::string& name);
 
   // Adds a user-constructed layer (its output descriptor is already inferred).
   Value add_layer(std::unique_ptr<Layer> layer, const std::vector<Value>& inputs);

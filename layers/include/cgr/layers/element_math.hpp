@@ -17,6 +17,11 @@ namespace cgr::math {
 // ReLU that propagates NaN like PyTorch (NaN < 0 is false, so NaN passes through).
 CGR_HD float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
+// Clamp to [low, high] that propagates NaN like torch.clamp (both comparisons are false).
+CGR_HD float clip(float x, float low, float high) {
+  return x < low ? low : (x > high ? high : x);
+}
+
 // Output length of a sliding window along one axis, PyTorch's rule (also ONNX's):
 // floor or ceil of (in + pads - dilation*(k-1) - 1) / stride + 1, and in ceil mode the last
 // window must start inside the input or the leading padding.

@@ -1,0 +1,20 @@
+// Reshape: same data, another shape with the same number of elements (torch.reshape, ONNX
+// Reshape with a constant shape; the importer resolves 0 and -1 before building it).
+#pragma once
+
+#include "cgr/layers/layer.hpp"
+
+namespace cgr {
+
+class Reshape final : public Layer {
+ public:
+  Reshape(std::string name, const TensorDesc& input, Shape shape);
+
+  std::string_view kind() const override { return "Reshape"; }
+  std::string attributes() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
+
+  // --- GPU emission (CUDA executor): none; the output aliases the input's bytes. ---
+};
+
+}  // namespace cgr

@@ -1,0 +1,60 @@
+// Pad2d: each output plane is zeros with the input plane copied in at (top, left).
+#include "cgr/layers/pad2d.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cgr/error.hpp"
+#include "cgr/thread_pool.hpp"
+
+namespace cgr {
+namespace {
+
+class Pad2dCpuKernel final : public CpuKernel {
+ public:
+  Pad2dCpuKernel(const Shape& in, const Shape& out, const Padding2d& p) : in_(in), out_(out), p_(p) {}
+
+  void run(const KernelIo& io) const override {
+    const std::int64_t in_h = in_[2], in_w = in_[3], out_h = out_[2], out_w = out_[3];
+    const auto planes = static_cast<std::size_t>(in_[0] * in_[1]);
+    io.pool->parallel_for(planes, 8, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t plane = begin; plane < end; ++plane) {
+        const float* x = io.inputs[0] + plane * static_cast<std::size_t>(in_h * in_w);
+        float* y = io.output + plane * static_cast<std::size_t>(out_h * out_w);
+        std::fill(y, y + out_h * out_w, 0.0f);
+        for (std::int64_t h = 0; h < in_h; ++h) {
+          std::memcpy(y + (h + p_.top) * out_w + p_.left, x + h * in_w,
+                      static_cast<std::size_t>(in_w) * sizeof(float));
+        }
+      }
+    });
+  }
+
+ private:
+  Shape in_, out_;
+  Padding2d p_;
+};
+
+}  // namespace
+
+Pad2d::Pad2d(std::string name, const TensorDesc& input, const Padding2d& padding)
+    : Layer(std::move(name), {input}), padding_(padding) {
+  const Shape& s = input.shape;
+  if (s.rank() != 4) {
+    fail("Pad2d '{}': input '{}' has shape {}, expected 4 dims (N x C x H x W)", this->name(),
+         input.name, s.to_string());
+  }
+  if (padding_.top < 0 || padding_.left < 0 || padding_.bottom < 0 || padding_.right < 0) {
+    fail("Pad2d '{}': padding {} must be non-negative", this->name(), to_string(padding_));
+  }
+  set_output(Shape{s[0], s[1], s[2] + padding_.top + padding_.bottom,
+                   s[3] + padding_.left + padding_.right});
+}
+
+std::string Pad2d::attributes() const { return fmt::format("p{}", to_string(padding_)); }
+
+std::unique_ptr<CpuKernel> Pad2d::make_cpu_kernel(const LayerWeights&) const {
+  return std::make_unique<Pad2dCpuKernel>(inputs()[0].shape, output().shape, padding_);
+}
+
+}  // namespace cgr

@@ -4,7 +4,8 @@
 # Skips apt entirely when everything is installed.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libfmt-dev doctest-dev)
+packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libonnx-dev libprotobuf-dev
+          protobuf-compiler)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,46 @@
+// ONNX import: a ModelProto (opset 11-17) becomes a Network plus the Weights its layers bind.
+// Supported ops: Conv, BatchNormalization, Relu, Clip, MaxPool, AveragePool,
+// GlobalAveragePool, Concat, Flatten, Gemm, MatMul (constant weight), Add, Identity, Dropout
+// (inference), Constant, Pad (folded into the Conv it feeds, else a zero Pad2d), Reshape
+// (constant shape), Softmax. Anything else — an op, an attribute or an attribute value — is an
+// Error naming the file, the node, the op type and the attribute; nothing is skipped silently.
+//
+// Layers are named after their weights where the exporter kept PyTorch's names (a Conv whose
+// weight initializer is "layer1.0.conv1.weight" becomes layer "layer1.0.conv1"), so a
+// state_dict saved as safetensors binds to the imported network by name.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cgr/network.hpp"
+#include "cgr/weights.hpp"
+
+namespace cgr {
+
+struct OnnxImportOptions {
+  // Concrete shapes for graph inputs whose dims are symbolic ("batch") or missing.
+  std::map<std::string, Shape, std::less<>> input_shapes;
+};
+
+struct OnnxModel {
+  Network network;
+  Weights weights;
+  int opset = 0;
+  std::string producer;  // e.g. "pytorch 1.13.0"
+};
+
+OnnxModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options = {});
+// `what` names the source in error messages (a file name).
+OnnxModel import_onnx(std::span<const std::byte> bytes, std::string_view what,
+                      const OnnxImportOptions& options = {});
+
+// The op types import_onnx understands.
+std::vector<std::string> supported_onnx_ops();
+
+}  // namespace cgr

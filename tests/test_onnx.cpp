@@ -1,0 +1,355 @@
+// ONNX import: op semantics that PyTorch exports rarely produce (Gemm alpha/beta, auto_pad,
+// opset-11 Softmax and Clip, Pad folding, Reshape 0/-1), checked on models built here with
+// the protobuf API, and the errors for malformed files and unsupported ops and attributes.
+// The conformance suite (tests/conformance) covers real exports against PyTorch.
+#include <doctest/doctest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <cgr/onnx.hpp>
+
+#include "test_support.hpp"
+
+using namespace cgr;
+using cgr::test::error_message;
+using cgr::test::random_vector;
+
+namespace {
+
+class OnnxBuilder {
+ public:
+  explicit OnnxBuilder(int opset = 13) {
+    model_.set_ir_version(8);
+    model_.set_producer_name("cgr-test");
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+  }
+  ::onnx::GraphProto& graph() { return *model_.mutable_graph(); }
+
+  void input(const std::string& name, const std::vector<std::int64_t>& dims,
+             const std::string& symbolic_dim = {}) {
+    auto* in = graph().add_input();
+    in->set_name(name);
+    auto* t = in->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+    if (!symbolic_dim.empty()) t->mutable_shape()->add_dim()->set_dim_param(symbolic_dim);
+  }
+  void output(const std::string& name) { graph().add_output()->set_name(name); }
+
+  ::onnx::TensorProto& floats(const std::string& name, const std::vector<std::int64_t>& dims,
+                              const std::vector<float>& values) {
+    auto* t = graph().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+    return *t;
+  }
+  void ints(const std::string& name, const std::vector<std::int64_t>& values) {
+    auto* t = graph().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(values.size()));
+    for (auto v : values) t->add_int64_data(v);
+  }
+
+  ::onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
+                          const std::vector<std::string>& outputs, const std::string& name = {}) {
+    auto* n = graph().add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + std::to_string(graph().node_size()) : name);
+    for (const auto& i : inputs) n->add_input(i);
+    for (const auto& o : outputs) n->add_output(o);
+    return *n;
+  }
+  static void attr(::onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<std::int64_t>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+  static void attr(::onnx::NodeProto& n, const std::string& name, float v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+
+  std::string bytes() const { return model_.SerializeAsString(); }
+  OnnxModel import(const OnnxImportOptions& options = {}) const {
+    const std::string data = bytes();
+    return import_onnx(std::as_bytes(std::span(data.data(), data.size())), "test.onnx", options);
+  }
+
+ private:
+  ::onnx::ModelProto model_;
+};
+
+std::vector<float> run(const OnnxModel& model, const std::vector<float>& x,
+                       const std::string& input = "x", const std::string& output = "y") {
+  const Engine engine = Engine::build(model.network, model.weights, {.threads = 2});
+  return engine.create_context().infer({{input, x}}).output(output).to_vector();
+}
+
+std::vector<std::string> layer_kinds(const Network& net) {
+  std::vector<std::string> kinds;
+  for (int i = 0; i < net.layer_count(); ++i) kinds.emplace_back(net.layer(i).kind());
+  return kinds;
+}
+
+}  // namespace
+
+TEST_CASE("ONNX Gemm: transB, alpha and beta fold into the Linear weights") {
+  for (int trans_b : {0, 1}) {
+    CAPTURE(trans_b);
+    OnnxBuilder b;
+    b.input("x", {2, 3});
+    const auto w = random_vector(12, 1), c = random_vector(4, 2);
+    b.floats("W", trans_b ? std::vector<std::int64_t>{4, 3} : std::vector<std::int64_t>{3, 4}, w);
+    b.floats("C", {4}, c);
+    auto& n = b.node("Gemm", {"x", "W", "C"}, {"y"});
+    OnnxBuilder::attr(n, "transB", std::int64_t{trans_b});
+    OnnxBuilder::attr(n, "alpha", 0.5f);
+    OnnxBuilder::attr(n, "beta", 2.0f);
+    b.output("y");
+    const auto x = random_vector(6, 3);
+    const auto y = run(b.import(), x);
+    for (int r = 0; r < 2; ++r)
+      for (int o = 0; o < 4; ++o) {
+        double acc = 2.0 * c[o];
+        for (int k = 0; k < 3; ++k) acc += 0.5 * x[r * 3 + k] * (trans_b ? w[o * 3 + k] : w[k * 4 + o]);
+        CHECK(y[r * 4 + o] == doctest::Approx(acc).epsilon(1e-6));
+      }
+  }
+}
+
+TEST_CASE("ONNX Conv: auto_pad SAME_UPPER, and a Pad node folded into the conv") {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 8, 8});
+  b.floats("w", {3, 2, 3, 3}, random_vector(54, 4));
+  b.ints("pads", {0, 0, 1, 2, 0, 0, 0, 1});
+  b.node("Pad", {"x", "pads"}, {"p"});
+  auto& conv = b.node("Conv", {"p", "w"}, {"y"});
+  OnnxBuilder::attr(conv, "auto_pad", std::string("SAME_UPPER"));
+  OnnxBuilder::attr(conv, "strides", std::vector<std::int64_t>{2, 2});
+  b.output("y");
+  const OnnxModel model = b.import();
+  REQUIRE(model.network.layer_count() == 1);  // the Pad became conv padding
+  const auto& layer = dynamic_cast<const Conv2d&>(model.network.layer(0));
+  // Pad gives (top 1, left 2, bottom 0, right 1): 9 x 11. SAME with stride 2 and k 3 wants
+  // outputs 5 x 6, so 2 more rows and 2 more columns, split evenly.
+  CHECK(layer.params().padding == Padding2d(1 + 1, 2 + 1, 0 + 1, 1 + 1));
+  CHECK(layer.output().shape == Shape{1, 3, 5, 6});
+  // Same numbers as the conv written out by hand with that padding.
+  const auto x = random_vector(128, 5);
+  Network manual;
+  manual.output("y", manual.conv2d(manual.input("x", {1, 2, 8, 8}),
+                                   {.out_channels = 3, .kernel = 3, .stride = 2,
+                                    .padding = Padding2d(2, 3, 1, 2), .bias = false},
+                                   "w_conv"));
+  Weights mw;
+  mw.add("w_conv.weight", Tensor(*model.weights.find(layer.name() + ".weight")));
+  const auto expected = Engine::build(manual, mw).create_context().infer({{"x", x}}).output("y").to_vector();
+  CHECK(run(model, x) == expected);
+}
+
+TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
+  OnnxBuilder b;
+  b.input("x", {1, 1, 2, 2});
+  b.ints("pads", {0, 0, 1, 1, 0, 0, 0, 0});
+  b.node("Pad", {"x", "pads"}, {"p"});
+  auto& pool = b.node("MaxPool", {"p"}, {"y"});
+  OnnxBuilder::attr(pool, "kernel_shape", std::vector<std::int64_t>{2, 2});
+  b.output("y");
+  const OnnxModel model = b.import();
+  CHECK(layer_kinds(model.network) == std::vector<std::string>{"Pad2d", "MaxPool2d"});
+  // Zero padding wins over negative inputs (it is not -inf padding).
+  CHECK(run(model, {-1, -2, -3, -4}) == std::vector<float>{0, 0, 0, -1});
+}
+
+TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13; Relu from Clip(0, inf)") {
+  for (int opset : {11, 13}) {
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.input("x", {1, 5});
+    b.floats("lo", {}, {0.0f});
+    b.floats("hi", {}, {6.0f});
+    b.node("Clip", {"x", "lo", "hi"}, {"a"});
+    b.node("Clip", {"a", "lo"}, {"y"});
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(layer_kinds(model.network) == std::vector<std::string>{"Clip", "ReLU"});
+    CHECK(run(model, {-1, 3, 7, 6, 0.5f}) == std::vector<float>{0, 3, 6, 6, 0.5f});
+  }
+}
+
+TEST_CASE("ONNX Softmax before opset 13 normalises over the flattened trailing dims") {
+  for (int opset : {11, 13}) {
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.input("x", {1, 2, 3});
+    auto& n = b.node("Softmax", {"x"}, {"y"});
+    OnnxBuilder::attr(n, "axis", std::int64_t{1});
+    b.output("y");
+    const std::vector<float> x{0, 1, 2, 3, 4, 5};
+    const auto y = run(b.import(), x);
+    for (int i = 0; i < 6; ++i) {
+      double expected;
+      if (opset == 11) {  // over all 6 values
+        double sum = 0;
+        for (float v : x) sum += std::exp(v);
+        expected = std::exp(x[i]) / sum;
+      } else {  // over the 2 values of axis 1
+        const int j = i % 3;
+        expected = std::exp(x[i]) / (std::exp(x[j]) + std::exp(x[j + 3]));
+      }
+      CHECK(y[i] == doctest::Approx(expected).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("ONNX Reshape with 0 and -1; Flatten axis 2; Identity and Constant") {
+  OnnxBuilder b;
+  b.input("x", {2, 3, 4});
+  b.ints("shape", {0, -1});
+  b.node("Identity", {"x"}, {"i"});
+  b.node("Reshape", {"i", "shape"}, {"r"});  // 2 x 12
+  auto& c = b.node("Constant", {}, {"s2"});
+  OnnxBuilder::attr(c, "value_ints", std::vector<std::int64_t>{2, 3, 4});
+  b.node("Reshape", {"r", "s2"}, {"back"});
+  auto& f = b.node("Flatten", {"back"}, {"y"});
+  OnnxBuilder::attr(f, "axis", std::int64_t{2});
+  b.output("y");
+  const OnnxModel model = b.import();
+  CHECK(model.network.desc(model.network.find_value(model.network.layer(0).name())).shape == Shape{2, 12});
+  CHECK(model.network.desc(model.network.layer_output(2)).shape == Shape{6, 4});
+  const auto x = random_vector(24, 9);
+  CHECK(run(model, x) == x);
+}
+
+TEST_CASE("ONNX weights keep PyTorch's names, so a state_dict binds by name") {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.floats("features.0.weight", {2, 2, 1, 1}, {1, 0, 0, 1});
+  b.floats("features.0.bias", {2}, {0.5f, -0.5f});
+  b.node("Conv", {"x", "features.0.weight", "features.0.bias"}, {"y"}, "/features/features.0/Conv");
+  b.output("y");
+  const OnnxModel model = b.import();
+  CHECK(model.network.layer(0).name() == "features.0");
+  CHECK(model.weights.names() == std::vector<std::string>{"features.0.bias", "features.0.weight"});
+}
+
+TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
+  auto conv_model = [](OnnxBuilder& b) {
+    b.input("x", {1, 1, 4, 4});
+    b.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+    b.output("y");
+  };
+  SUBCASE("unsupported op") {
+    OnnxBuilder b;
+    b.input("x", {1, 4});
+    b.node("Sigmoid", {"x"}, {"y"}, "act");
+    b.output("y");
+    CHECK(error_message([&] { b.import(); }).find("test.onnx: node 'act' (Sigmoid): op type 'Sigmoid' is not supported (supported: Add, ") == 0);
+  }
+  SUBCASE("unknown attribute and unsupported attribute values") {
+    OnnxBuilder b;
+    conv_model(b);
+    auto& n = b.node("Conv", {"x", "w"}, {"y"}, "c");
+    OnnxBuilder::attr(n, "fancy", std::int64_t{1});
+    CHECK(error_message([&] { b.import(); }) == "test.onnx: node 'c' (Conv): attribute 'fancy' is not supported");
+    OnnxBuilder p;
+    p.input("x", {1, 1, 4, 4});
+    p.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+    auto& pad = p.node("Pad", {"x", "pads"}, {"y"}, "p");
+    OnnxBuilder::attr(pad, "mode", std::string("reflect"));
+    p.output("y");
+    CHECK(error_message([&] { p.import(); }) == "test.onnx: node 'p' (Pad): attribute 'mode' 'reflect' is not supported (only constant)");
+    OnnxBuilder m;
+    m.input("x", {1, 1, 4, 4});
+    auto& pool = m.node("MaxPool", {"x"}, {"y"}, "mp");
+    OnnxBuilder::attr(pool, "kernel_shape", std::vector<std::int64_t>{2, 2});
+    OnnxBuilder::attr(pool, "storage_order", std::int64_t{1});
+    m.output("y");
+    CHECK(error_message([&] { m.import(); }) == "test.onnx: node 'mp' (MaxPool): attribute 'storage_order' must be 0");
+  }
+  SUBCASE("dynamic shapes need a concrete input shape") {
+    OnnxBuilder b;
+    b.input("x", {1, 1, 4}, "width");
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    CHECK(error_message([&] { b.import(); }) ==
+          "test.onnx: input 'x' has a dynamic dimension 'width'; pass a concrete shape in "
+          "OnnxImportOptions::input_shapes");
+    const OnnxModel model = b.import({.input_shapes = {{"x", Shape{1, 1, 4, 6}}}});
+    CHECK(model.network.desc(model.network.inputs()[0]).shape == Shape{1, 1, 4, 6});
+  }
+  SUBCASE("truncated, garbage, wrong opset, bad tensors, missing file") {
+    OnnxBuilder b;
+    conv_model(b);
+    b.node("Conv", {"x", "w"}, {"y"}, "c");
+    const std::string good = b.bytes();
+    const std::string cut = good.substr(0, good.size() / 2);
+    CHECK(error_message([&] { import_onnx(std::as_bytes(std::span(cut.data(), cut.size())), "cut.onnx"); }) ==
+          "cut.onnx: not a valid ONNX model (protobuf parsing failed; truncated or not an .onnx file)");
+    const std::string garbage = "\x93NUMPY this is not protobuf";
+    CHECK_FALSE(error_message([&] { import_onnx(std::as_bytes(std::span(garbage.data(), garbage.size())), "g.onnx"); }).empty());
+    OnnxBuilder old(9);
+    conv_model(old);
+    old.node("Conv", {"x", "w"}, {"y"});
+    CHECK(error_message([&] { old.import(); }).find("test.onnx: opset 9 is not supported (supported: 11-17)") == 0);
+    OnnxBuilder bad;
+    bad.input("x", {1, 1, 4, 4});
+    bad.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f)).mutable_raw_data()->resize(20);
+    bad.node("Conv", {"x", "w"}, {"y"});
+    bad.output("y");
+    CHECK(error_message([&] { bad.import(); }) == "test.onnx: initializer: tensor 'w' holds 20 bytes of data, expected 36");
+    OnnxBuilder external;
+    external.input("x", {1, 1, 4, 4});
+    external.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f)).set_data_location(::onnx::TensorProto::EXTERNAL);
+    external.node("Conv", {"x", "w"}, {"y"});
+    external.output("y");
+    CHECK(error_message([&] { external.import(); }).find("keeps its data in an external file") != std::string::npos);
+    CHECK(error_message([] { import_onnx(std::filesystem::path("/nonexistent/model.onnx")); }) ==
+          "/nonexistent/model.onnx: cannot open the file");
+  }
+  SUBCASE("an op that needs a constant gets a computed tensor") {
+    OnnxBuilder b;
+    b.input("x", {2, 3});
+    b.input("w", {3, 4});
+    b.node("MatMul", {"x", "w"}, {"y"}, "mm");
+    b.output("y");
+    CHECK(error_message([&] { b.import(); }) ==
+          "test.onnx: node 'mm' (MatMul): B (the weight) 'w' must be a constant (an initializer or a Constant node)");
+  }
+  SUBCASE("NaN weights are allowed and propagate") {
+    OnnxBuilder b;
+    conv_model(b);
+    std::vector<float> w(9, 1.0f);
+    w[4] = std::numeric_limits<float>::quiet_NaN();
+    b.graph().mutable_initializer(0)->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), 36));
+    b.node("Conv", {"x", "w"}, {"y"});
+    const auto y = run(b.import(), std::vector<float>(16, 1.0f));
+    REQUIRE(y.size() == 4);
+    for (float v : y) CHECK(std::isnan(v));
+  }
+}

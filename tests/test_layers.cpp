@@ -344,8 +344,8 @@ TEST_CASE("layers reject impossible shapes with messages naming the layer and th
             .find("Conv2d 'conv': input 1x8x16x16 has 8 channels and out_channels is 6") == 0);
   CHECK(error_message([&] { net.conv2d(a, {.out_channels = 6, .kernel = 17}, "big"); })
             .find("Conv2d 'big': input 1x8x16x16 is smaller than the dilated kernel 17") == 0);
-  CHECK(error_message([&] { net.max_pool2d(a, {.kernel = 3, .padding = 2}, "pool"); })
-            .find("MaxPool2d 'pool': padding 2 must be at most half the kernel 3") == 0);
+  CHECK(error_message([&] { net.max_pool2d(a, {.kernel = 3, .padding = 3}, "pool"); })
+            .find("MaxPool2d 'pool': padding 3 must be smaller than the kernel 3") == 0);
   CHECK(error_message([&] { net.global_avg_pool(net.flatten(a, "f"), "gap"); })
             .find("GlobalAvgPool 'gap': input 'f' has shape 1x2048") == 0);
   CHECK(error_message([&] { net.relu(a, "a"); }).find("'a' is used twice") != std::string::npos);
@@ -390,5 +390,36 @@ TEST_CASE("Clip, Pad2d and Reshape") {
     CHECK(net.desc(net.reshape(v, {4, 6}, "r")).shape == Shape{4, 6});
     CHECK(cgr::test::error_message([&] { net.reshape(v, {5, 5}, "bad"); }) ==
           "Reshape 'bad': cannot reshape 'x' of shape 1x2x3x4 (24 elements) to 5x5 (25 elements)");
+  }
+}
+
+TEST_CASE("AddConstant broadcasts NumPy-style; Transpose permutes dims") {
+  const Shape xs{2, 3, 4};
+  const auto x = random_vector(24, 41);
+  SUBCASE("per-channel [3, 1] constant") {
+    Weights w;
+    w.add("c.constant", Tensor(Shape{3, 1}, {10.0f, 20.0f, 30.0f}));
+    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.add_constant(v, {3, 1}, "c"); }, w);
+    for (std::size_t i = 0; i < 24; ++i) CHECK(y[i] == x[i] + 10.0f * static_cast<float>((i / 4) % 3 + 1));
+  }
+  SUBCASE("scalar constant and a shape that does not broadcast") {
+    Weights w;
+    w.add("c.constant", Tensor(Shape{}, {0.5f}));
+    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.add_constant(v, Shape{}, "c"); }, w);
+    for (std::size_t i = 0; i < 24; ++i) CHECK(y[i] == x[i] + 0.5f);
+    Network net;
+    const Value v = net.input("x", xs);
+    CHECK(cgr::test::error_message([&] { net.add_constant(v, {3, 3}, "bad"); }) ==
+          "AddConstant 'bad': a constant of shape 3x3 does not broadcast to 'x' of shape 2x3x4");
+  }
+  SUBCASE("Transpose") {
+    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.transpose(v, {2, 0, 1}, "t"); });
+    REQUIRE(y.size() == 24);
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 3; ++b)
+        for (int c = 0; c < 4; ++c) CHECK(y[static_cast<std::size_t>((c * 2 + a) * 3 + b)] == x[static_cast<std::size_t>((a * 3 + b) * 4 + c)]);
+    Network net;
+    CHECK(cgr::test::error_message([&] { net.transpose(net.input("x", xs), {0, 0, 1}, "t"); })
+              .find("Transpose 't': perm [0, 0, 1] is not a permutation") == 0);
   }
 }

@@ -353,3 +353,55 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     for (float v : y) CHECK(std::isnan(v));
   }
 }
+
+TEST_CASE("ONNX shape arithmetic on constants folds away (the exporter's F.pad chain)") {
+  OnnxBuilder b;
+  b.input("x", {1, 1, 3, 3});
+  // pads computed the way torch exports F.pad(x, (1, 0, 0, 1)): [1,0,0,1] -> reversed pairs.
+  b.ints("raw", {1, 0, 0, 1});
+  b.ints("zeros_shape", {1});
+  auto& zeros = b.node("ConstantOfShape", {"zeros_shape"}, {"zeros"});
+  {
+    auto* a = zeros.add_attribute();
+    a->set_name("value");
+    a->set_type(::onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(::onnx::TensorProto::INT64);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_int64_data(0);
+  }
+  b.ints("four", {4});
+  b.node("Concat", {"raw", "zeros", "zeros", "zeros", "zeros"}, {"eight"}, "cat");
+  OnnxBuilder::attr(b.graph().mutable_node(1)[0], "axis", std::int64_t{0});
+  b.ints("shape42", {-1, 2});
+  b.node("Reshape", {"eight", "shape42"}, {"pairs"});
+  b.ints("starts", {-1});
+  b.ints("ends", {std::numeric_limits<std::int64_t>::min()});
+  b.ints("axes", {0});
+  b.ints("steps", {-1});
+  b.node("Slice", {"pairs", "starts", "ends", "axes", "steps"}, {"reversed"});
+  auto& tr = b.node("Transpose", {"reversed"}, {"t"});
+  OnnxBuilder::attr(tr, "perm", std::vector<std::int64_t>{1, 0});
+  b.ints("flat", {-1});
+  b.node("Reshape", {"t", "flat"}, {"p64"});
+  auto& cast = b.node("Cast", {"p64"}, {"pads"});
+  OnnxBuilder::attr(cast, "to", std::int64_t{::onnx::TensorProto::INT64});
+  b.node("Pad", {"x", "pads"}, {"y"});
+  b.output("y");
+  const OnnxModel model = b.import();
+  REQUIRE(model.network.layer_count() == 1);
+  // F.pad (left 1, right 0, top 0, bottom 1) -> ONNX pads [0,0,0,1, 0,0,1,0].
+  CHECK(dynamic_cast<const Pad2d&>(model.network.layer(0)).padding() == Padding2d(0, 1, 1, 0));
+  // Shape of a computed tensor is a constant too.
+  OnnxBuilder s;
+  s.input("x", {2, 6});
+  s.node("Shape", {"x"}, {"shape"});
+  s.ints("idx", {1});
+  s.node("Gather", {"shape", "idx"}, {"cols"});
+  s.ints("minus1", {-1});
+  s.node("Concat", {"cols", "minus1"}, {"target"});
+  OnnxBuilder::attr(s.graph().mutable_node(2)[0], "axis", std::int64_t{0});
+  s.node("Reshape", {"x", "target"}, {"y"});
+  s.output("y");
+  const OnnxModel reshaped = s.import();
+  CHECK(reshaped.network.desc(reshaped.network.layer_output(0)).shape == Shape{6, 2});
+}

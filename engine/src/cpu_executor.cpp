@@ -7,7 +7,10 @@
 #include <exception>
 #include <mutex>
 
+#include <algorithm>
+
 #include "cgr/error.hpp"
+#include "cgr/layers/element_math.hpp"
 #include "engine_impl.hpp"
 
 namespace cgr::detail {
@@ -41,7 +44,10 @@ namespace {
 
 void run_op(ContextState& state, int index) {
   const EngineImpl& impl = *state.engine;
-  const LoweredOp& op = impl.ops[static_cast<std::size_t>(index)];
+  const auto i = static_cast<std::size_t>(index);
+  // A fired exit skips what it gates. Its decision ran before any gated op (control edge).
+  if (impl.gate_masks[i] & state.fired.load(std::memory_order_acquire)) return;
+  const LoweredOp& op = impl.ops[i];
   KernelIo io;
   io.inputs = state.op_inputs[static_cast<std::size_t>(index)];
   io.output = state.value_pointers[op.output];
@@ -50,11 +56,19 @@ void run_op(ContextState& state, int index) {
   if (state.profiling) state.op_start[static_cast<std::size_t>(index)] = std::chrono::steady_clock::now();
   op.kernel->run(io);
   if (state.profiling) state.op_end[static_cast<std::size_t>(index)] = std::chrono::steady_clock::now();
+  state.executed[i] = 1;
+  if (const int exit = impl.decision_exit[i]; exit >= 0) {
+    const ExitPlan& plan = impl.exits[static_cast<std::size_t>(exit)];
+    const bool fires = math::exit_fires(io.output, plan.batch, impl.options.threshold);
+    state.exit_fired[static_cast<std::size_t>(exit)] = fires ? 1 : 0;
+    if (fires && impl.options.exits == ExitPolicy::early) {
+      state.fired.fetch_or(1u << exit, std::memory_order_acq_rel);
+    }
+  }
 }
 
 void run_eager(ContextState& state) {
   for (int op : state.engine->graph.topological_order()) run_op(state, op);
-  state.ops_executed = state.engine->graph.op_count();
 }
 
 // Shared between the op tasks of one dag run.
@@ -97,10 +111,7 @@ void run_dag_op(DagRun& run, int index) {
 void run_dag(ContextState& state) {
   const EngineImpl& impl = *state.engine;
   const int ops = impl.graph.op_count();
-  if (ops == 0) {
-    state.ops_executed = 0;
-    return;
-  }
+  if (ops == 0) return;
   DagRun run;
   run.state = &state;
   run.remaining = std::vector<std::atomic<int>>(static_cast<std::size_t>(ops));
@@ -116,13 +127,15 @@ void run_dag(ContextState& state) {
   }
   // The calling thread works too, until the last op is done.
   impl.pool->help_until([&run] { return run.done.load(std::memory_order_acquire); });
-  state.ops_executed = ops;
   if (run.error) std::rethrow_exception(run.error);
 }
 
 }  // namespace
 
 void run_cpu(ContextState& state) {
+  state.executed.assign(state.engine->ops.size(), 0);
+  state.exit_fired.assign(state.engine->exits.size(), 0);
+  state.fired.store(0, std::memory_order_relaxed);
   if (state.profiling) {
     state.op_start.assign(state.engine->ops.size(), {});
     state.op_end.assign(state.engine->ops.size(), {});
@@ -133,6 +146,7 @@ void run_cpu(ContextState& state) {
   } else {
     run_dag(state);
   }
+  state.ops_executed = static_cast<int>(std::count(state.executed.begin(), state.executed.end(), 1));
 }
 
 }  // namespace cgr::detail

@@ -11,11 +11,26 @@
 
 namespace cgr {
 
-namespace detail {
-void lower_network(const Network& net, const Weights& weights, EngineImpl& impl);
-}  // namespace detail
-
 std::string_view to_string(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+std::string_view to_string(ExitPolicy policy) {
+  switch (policy) {
+    case ExitPolicy::off:
+      return "off";
+    case ExitPolicy::all:
+      return "all";
+    case ExitPolicy::early:
+      return "early";
+  }
+  return "?";
+}
+
+ExitPolicy parse_exit_policy(std::string_view text) {
+  if (text == "off") return ExitPolicy::off;
+  if (text == "all") return ExitPolicy::all;
+  if (text == "early") return ExitPolicy::early;
+  fail("unknown exit policy '{}' (expected off, all or early)", text);
+}
 
 std::string_view to_string(Mode mode) {
   switch (mode) {
@@ -71,7 +86,9 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
 
   auto impl = std::make_shared<detail::EngineImpl>();
   impl->options = options;
+  if (!(options.threshold == options.threshold)) fail("the exit threshold is NaN");
   detail::lower_network(network, weights, *impl);
+  detail::plan_exits(network, *impl);
 
   for (Value v : network.inputs()) {
     impl->input_descs.push_back(network.desc(v));
@@ -85,10 +102,28 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
     impl->output_values.push_back(v.id);
     impl->values[v.id].pinned = true;
   }
+  for (const auto& exit : impl->exits) {
+    TensorDesc desc = network.desc(Value{exit.logits_value});
+    desc.name = exit.name;
+    impl->output_descs.push_back(std::move(desc));
+    impl->output_values.push_back(exit.logits_value);
+    impl->values[exit.logits_value].pinned = true;
+  }
 
+  // Exit k's decision writes the pseudo-resource gate_k and every op it gates reads it: the
+  // hazard analysis turns that into the control edges of ExitPolicy::early.
+  const int gate_resource = static_cast<int>(impl->values.size());
   std::vector<OpAccess> accesses;
-  for (const auto& op : impl->ops) {
-    accesses.push_back(OpAccess{op.name, op.kind, op.inputs, {op.output}});
+  for (std::size_t i = 0; i < impl->ops.size(); ++i) {
+    const auto& op = impl->ops[i];
+    OpAccess access{op.name, op.kind, op.inputs, {op.output}};
+    for (std::size_t k = 0; k < impl->exits.size(); ++k) {
+      if (impl->gate_masks[i] & (1u << k)) access.reads.push_back(gate_resource + static_cast<int>(k));
+    }
+    if (impl->decision_exit[i] >= 0 && impl->options.exits == ExitPolicy::early) {
+      access.writes.push_back(gate_resource + impl->decision_exit[i]);
+    }
+    accesses.push_back(std::move(access));
   }
   impl->graph = Graph(std::move(accesses));
 
@@ -209,6 +244,37 @@ void ExecutionContext::run() {
 
 int ExecutionContext::ops_executed() const { return state_->ops_executed; }
 
+std::vector<std::string> ExecutionContext::executed_ops() const {
+  std::vector<std::string> names;
+  for (std::size_t op = 0; op < state_->executed.size(); ++op) {
+    if (state_->executed[op]) names.push_back(state_->engine->ops[op].name);
+  }
+  return names;
+}
+
+std::vector<ExitReport> ExecutionContext::exit_reports() const {
+  const auto& engine = *state_->engine;
+  std::vector<ExitReport> reports;
+  for (std::size_t k = 0; k < engine.exits.size(); ++k) {
+    const auto& plan = engine.exits[k];
+    ExitReport report;
+    report.name = plan.name;
+    report.ran = !state_->executed.empty() && state_->executed[static_cast<std::size_t>(plan.decision_op)];
+    if (report.ran) {
+      report.fired = state_->exit_fired[k] != 0;
+      const float* confidence = state_->value_pointers[plan.confidence_value];
+      const float* logits = state_->value_pointers[plan.logits_value];
+      for (std::int64_t n = 0; n < plan.batch; ++n) {
+        report.confidence.push_back(confidence[n]);
+        const float* row = logits + n * plan.classes;
+        report.top1.push_back(static_cast<int>(std::max_element(row, row + plan.classes) - row));
+      }
+    }
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
 void ExecutionContext::set_profiling(bool enabled) { state_->profiling = enabled; }
 
 std::vector<ExecutionContext::OpTiming> ExecutionContext::op_timings() const {
@@ -256,11 +322,22 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
   run();
   Result result;
   for (std::size_t i = 0; i < engine.output_descs.size(); ++i) {
+    const int value = engine.output_values[i];
+    const int producer = engine.values[value].producer;
+    if (producer >= 0 && !state_->executed[static_cast<std::size_t>(producer)]) continue;  // skipped
     const TensorDesc& desc = engine.output_descs[i];
     Tensor tensor(desc.shape, desc.dtype);
-    std::memcpy(tensor.bytes().data(), state_->value_pointers[engine.output_values[i]],
-                tensor.bytes().size());
+    std::memcpy(tensor.bytes().data(), state_->value_pointers[value], tensor.bytes().size());
     result.outputs.emplace(desc.name, std::move(tensor));
+  }
+  result.exits = exit_reports();
+  if (engine.options.exits == ExitPolicy::early) {
+    for (const auto& report : result.exits) {
+      if (report.fired) {
+        result.answered_by = report.name;
+        break;
+      }
+    }
   }
   return result;
 }

@@ -33,6 +33,17 @@ struct EngineValue {
   std::size_t offset = 0;  // in the arena
 };
 
+// An exit head as the engine runs it: a decision op reads the head's logits and writes the
+// per-sample confidence; with ExitPolicy::early its firing skips the ops it gates.
+struct ExitPlan {
+  std::string name;
+  int logits_value = -1;
+  int decision_op = -1;
+  int confidence_value = -1;
+  std::int64_t batch = 0;
+  std::int64_t classes = 0;
+};
+
 struct EngineImpl {
   EngineOptions options;
   std::vector<LoweredOp> ops;  // in a valid sequential order
@@ -41,6 +52,9 @@ struct EngineImpl {
   std::vector<int> input_values;         // engine value per input
   std::vector<TensorDesc> output_descs;  // named by the output names
   std::vector<int> output_values;        // engine value per output
+  std::vector<ExitPlan> exits;
+  std::vector<std::uint32_t> gate_masks;  // per op: the exits whose firing skips it (early)
+  std::vector<int> decision_exit;         // per op: the exit it decides, or -1
   Graph graph;
   MemoryPlan plan;
   EngineInfo info;
@@ -56,11 +70,20 @@ struct ContextState {
   std::vector<std::vector<const float*>> op_inputs;
   std::vector<int> remaining;  // dag scheduler: unfinished predecessors per op
   int ops_executed = 0;
+  std::atomic<std::uint32_t> fired{0};  // exits that fired and stop what they gate (early)
+  std::vector<char> executed;           // per op, this run
+  std::vector<char> exit_fired;         // per exit, this run (reported for every policy)
   bool profiling = false;
   std::chrono::steady_clock::time_point run_start;
   std::vector<std::chrono::steady_clock::time_point> op_start, op_end;  // when profiling
   std::atomic<bool> busy{false};  // one inference at a time per context
 };
+
+// Lowering steps (lowering.cpp, exits.cpp).
+void lower_network(const Network& net, const Weights& weights, EngineImpl& impl);
+// Adds the decision ops, gates the ops after each exit (early), and puts the ops in an order
+// where every decision precedes what it gates.
+void plan_exits(const Network& net, EngineImpl& impl);
 
 std::unique_ptr<ContextState> make_context_state(std::shared_ptr<const EngineImpl> engine);
 void run_cpu(ContextState& state);

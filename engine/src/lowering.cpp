@@ -21,7 +21,7 @@ struct NetworkUse {
   std::vector<bool> is_output;          // per value
 };
 
-NetworkUse analyse_use(const Network& net) {
+NetworkUse analyse_use(const Network& net, bool keep_exits) {
   const int layers = net.layer_count();
   int value_count = 0;
   for (int i = 0; i < layers; ++i) value_count = std::max(value_count, net.layer_output(i).id + 1);
@@ -35,6 +35,12 @@ NetworkUse analyse_use(const Network& net) {
   for (const auto& [name, v] : net.outputs()) {
     use.is_output[v.id] = true;
     if (net.producer(v) >= 0) stack.push_back(net.producer(v));
+  }
+  if (keep_exits) {
+    for (const auto& e : net.exits()) {
+      use.is_output[e.logits.id] = true;
+      if (net.producer(e.logits) >= 0) stack.push_back(net.producer(e.logits));
+    }
   }
   while (!stack.empty()) {
     const int layer = stack.back();
@@ -107,16 +113,24 @@ const LayerType* as(const Layer& layer) {
 }  // namespace
 
 // Fills impl.ops (sorted by program position) and impl.values for the network's values.
+// A value a speculating exit names (speculate_until) is kept unfused, so it exists at run time.
 void lower_network(const Network& net, const Weights& weights, EngineImpl& impl) {
-  const NetworkUse use = analyse_use(net);
+  const NetworkUse use = analyse_use(net, impl.options.exits != ExitPolicy::off);
   const std::vector<LayerWeights> bound = bind_weights(net, weights, use);
   const bool fuse = impl.options.fuse;
 
   std::vector<bool> claimed(static_cast<std::size_t>(net.layer_count()), false);
   // The single live consumer of `value`, when fusing across it is allowed (a layer joins at
   // most one fused op: of a residual Add's two conv operands, the first one claims it).
+  std::vector<bool> boundary(use.is_output.size(), false);
+  for (const auto& e : net.exits()) {
+    if (e.speculate_until.valid()) boundary[e.speculate_until.id] = true;
+  }
   auto sole_consumer = [&](Value value) -> int {
-    if (!fuse || use.is_output[value.id] || use.consumers[value.id].size() != 1) return -1;
+    if (!fuse || use.is_output[value.id] || boundary[value.id] ||
+        use.consumers[value.id].size() != 1) {
+      return -1;
+    }
     const int consumer = use.consumers[value.id][0];
     return claimed[consumer] ? -1 : consumer;
   };

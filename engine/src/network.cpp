@@ -22,6 +22,7 @@ struct Network::State {
   std::vector<Value> layer_outputs;
   std::vector<Value> inputs;
   std::vector<std::pair<std::string, Value>> outputs;
+  std::vector<Network::Exit> exits;
 };
 
 Network::Network() : state_(std::make_unique<State>()) {}
@@ -70,6 +71,9 @@ void Network::output(const std::string& name, Value value) {
   for (const auto& [existing, v] : state_->outputs) {
     if (existing == name) fail("output '{}' is declared twice", name);
   }
+  for (const auto& e : state_->exits) {
+    if (e.name == name) fail("output '{}' has the name of an exit", name);
+  }
   for (Value in : state_->inputs) {
     if (state_->values[in.id].desc.name == name && in.id != value.id) {
       fail("output '{}' has the name of an input", name);
@@ -77,6 +81,27 @@ void Network::output(const std::string& name, Value value) {
   }
   state_->outputs.emplace_back(name, value);
 }
+
+void Network::exit(const std::string& name, Value logits, Value speculate_until) {
+  check_value(logits, name);
+  if (speculate_until.valid()) check_value(speculate_until, name);
+  if (name.empty()) fail("an exit needs a non-empty name");
+  for (const auto& [existing, v] : state_->outputs) {
+    if (existing == name) fail("exit '{}' has the name of an output", name);
+  }
+  for (const auto& e : state_->exits) {
+    if (e.name == name) fail("exit '{}' is declared twice", name);
+  }
+  const Shape& shape = desc(logits).shape;
+  if (shape.rank() != 2) {
+    fail("exit '{}': logits '{}' have shape {}, expected N x classes", name, desc(logits).name,
+         shape.to_string());
+  }
+  if (state_->exits.size() >= 32) fail("exit '{}': at most 32 exits are supported", name);
+  state_->exits.push_back({name, logits, speculate_until});
+}
+
+const std::vector<Network::Exit>& Network::exits() const { return state_->exits; }
 
 Value Network::add_layer(std::unique_ptr<Layer> layer, const std::vector<Value>& inputs) {
   CGR_ASSERT(layer != nullptr);
@@ -176,6 +201,16 @@ Value Network::pad2d(Value x, const Padding2d& padding, const std::string& name)
 Value Network::reshape(Value x, Shape shape, const std::string& name) {
   check_value(x, name);
   return add_layer(std::make_unique<Reshape>(name, desc(x), std::move(shape)), {x});
+}
+
+Value Network::transpose(Value x, std::vector<int> perm, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<Transpose>(name, desc(x), std::move(perm)), {x});
+}
+
+Value Network::add_constant(Value x, Shape constant_shape, const std::string& name) {
+  check_value(x, name);
+  return add_layer(std::make_unique<AddConstant>(name, desc(x), std::move(constant_shape)), {x});
 }
 
 const TensorDesc& Network::desc(Value value) const {

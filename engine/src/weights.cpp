@@ -1,8 +1,14 @@
 #include "cgr/weights.hpp"
 
 #include "cgr/error.hpp"
+#include "cgr/safetensors.hpp"
 
 namespace cgr {
+
+// Qualified: unqualified, the name would find this member again.
+Weights Weights::load_safetensors(const std::filesystem::path& path) {
+  return cgr::load_safetensors(path);
+}
 
 void Weights::add(const std::string& name, Tensor tensor) {
   if (name.empty()) fail("a weight needs a non-empty name");

@@ -74,10 +74,11 @@ Shape pool2d_output_shape(std::string_view kind, const std::string& name, const 
     fail("{} '{}': invalid window (kernel {}, stride {}, padding {}, dilation {})", kind, name,
          to_string(p.kernel), to_string(p.stride), to_string(p.padding), to_string(p.dilation));
   }
-  // PyTorch: padding at most half the (dilated) kernel, so every window touches the input.
-  if (p.padding.top > p.kernel.h / 2 || p.padding.bottom > p.kernel.h / 2 ||
-      p.padding.left > p.kernel.w / 2 || p.padding.right > p.kernel.w / 2) {
-    fail("{} '{}': padding {} must be at most half the kernel {}", kind, name,
+  // ONNX's rule (PyTorch's, at most half the kernel, is stricter): padding smaller than the
+  // kernel, so no window lies wholly in the padding.
+  if (p.padding.top >= p.kernel.h || p.padding.bottom >= p.kernel.h ||
+      p.padding.left >= p.kernel.w || p.padding.right >= p.kernel.w) {
+    fail("{} '{}': padding {} must be smaller than the kernel {}", kind, name,
          to_string(p.padding), to_string(p.kernel));
   }
   const std::int64_t out_h = math::window_output_size(s[2], p.kernel.h, p.stride.h, p.padding.top,

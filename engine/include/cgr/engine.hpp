@@ -28,7 +28,16 @@ enum class Device { cpu, cuda };
 // stream_graph: CUDA only (one stream captured into a graph).
 enum class Mode { dag, eager, stream_graph };
 
+// What happens to the exit heads a Network declares (Network::exit):
+// off    heads pruned: the backbone alone (the reference latency);
+// all    every head runs, concurrently with the backbone after it; all results returned;
+// early  an exit that fires stops the rest: ops after its speculation point run only when it
+//        does not fire (CPU: a host check between ops; CUDA: conditional graph nodes).
+enum class ExitPolicy { off, all, early };
+
 std::string_view to_string(Device device);
+std::string_view to_string(ExitPolicy policy);
+ExitPolicy parse_exit_policy(std::string_view text);  // "off" | "all" | "early"
 std::string_view to_string(Mode mode);
 Device parse_device(std::string_view text);  // "cpu" | "cuda"; Error otherwise
 Mode parse_mode(std::string_view text);      // "dag" | "eager" | "stream-graph"; Error otherwise
@@ -38,12 +47,28 @@ struct EngineOptions {
   Mode mode = Mode::dag;
   int threads = 0;    // CPU threads computing (caller included); 0: one per hardware thread
   bool fuse = true;   // fold BatchNorm into convs, fuse residual Add and ReLU into them
+  ExitPolicy exits = ExitPolicy::all;
+  float threshold = 0.9f;  // an exit fires when every sample's confidence >= threshold
 };
 
 using NamedInputs = std::vector<std::pair<std::string, TensorView>>;
 
+// One exit head's part of a result.
+struct ExitReport {
+  std::string name;
+  bool ran = false;                // its head was computed
+  bool fired = false;              // every sample's confidence >= threshold
+  std::vector<float> confidence;   // per sample: largest softmax probability
+  std::vector<int> top1;           // per sample: argmax of the logits
+};
+
 struct Result {
+  // The network's outputs that were computed (with ExitPolicy::early, a fired exit leaves the
+  // final outputs out) and, unless exits are off, each head's logits under the exit's name.
   std::map<std::string, Tensor, std::less<>> outputs;
+  std::vector<ExitReport> exits;
+  // Which exit answered: its name, or "final" when the whole network ran to its outputs.
+  std::string answered_by = "final";
   // Error naming the available outputs when `name` is not one of them. On a temporary Result
   // the tensor is moved out, so `ctx.infer(...).output("y")` is safe to keep.
   const Tensor& output(std::string_view name) const&;
@@ -106,8 +131,12 @@ class ExecutionContext {
   std::span<const float> output_buffer(std::string_view name) const;
   void run();
 
-  // Ops executed by the last run (fused ops count once).
+  // Ops executed by the last run (fused ops count once; skipped ops do not count).
   int ops_executed() const;
+  // Names of the ops the last run executed, in execution-graph op order.
+  std::vector<std::string> executed_ops() const;
+  // The exits of the last run (for run(); infer() returns them in its Result).
+  std::vector<ExitReport> exit_reports() const;
 
   // Per-op timing of each following run (off by default; costs two clock reads per op).
   struct OpTiming {

@@ -14,6 +14,7 @@
 #include "cgr/error.hpp"
 #include "cgr/graph.hpp"
 #include "cgr/layers/add.hpp"
+#include "cgr/layers/add_constant.hpp"
 #include "cgr/layers/avg_pool2d.hpp"
 #include "cgr/layers/batch_norm2d.hpp"
 #include "cgr/layers/clip.hpp"
@@ -28,6 +29,7 @@
 #include "cgr/layers/relu.hpp"
 #include "cgr/layers/reshape.hpp"
 #include "cgr/layers/softmax.hpp"
+#include "cgr/layers/transpose.hpp"
 #include "cgr/tensor.hpp"
 
 namespace cgr {
@@ -71,6 +73,22 @@ class Network {
   // Zero padding of H and W (F.pad with constant 0).
   Value pad2d(Value x, const Padding2d& padding, const std::string& name);
   Value reshape(Value x, Shape shape, const std::string& name);
+  Value transpose(Value x, std::vector<int> perm, const std::string& name);
+  // x + constant "<name>.constant" of `constant_shape`, broadcast NumPy-style.
+  Value add_constant(Value x, Shape constant_shape, const std::string& name);
+
+  // Marks `logits` (N x classes) as an early-exit head. Its confidence is the largest softmax
+  // probability; with ExitPolicy::early the rest of the network runs only when the exit does
+  // not fire. `speculate_until` is the backbone value that keeps being computed while the
+  // exit decides (e.g. the next stage's output): ops that value needs run concurrently with
+  // the head; everything else waits for the decision. Without it nothing is speculated.
+  void exit(const std::string& name, Value logits, Value speculate_until = {});
+  struct Exit {
+    std::string name;
+    Value logits;
+    Value speculate_until;
+  };
+  const std::vector<Exit>& exits() const;
 
   // Adds a user-constructed layer (its output descriptor is already inferred).
   Value add_layer(std::unique_ptr<Layer> layer, const std::vector<Value>& inputs);

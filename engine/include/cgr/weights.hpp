@@ -3,6 +3,7 @@
 // (packed for its kernels), so a Weights object may be dropped after Engine::build.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -14,6 +15,10 @@ namespace cgr {
 
 class Weights {
  public:
+  // Every tensor of a safetensors file (cgr::load_safetensors in cgr/safetensors.hpp): F32 and
+  // F16 tensors; any other dtype in the file is an Error naming the tensor.
+  static Weights load_safetensors(const std::filesystem::path& path);
+
   // Error if the name is already present.
   void add(const std::string& name, Tensor tensor);
   // Adds or replaces.

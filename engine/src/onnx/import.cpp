@@ -11,6 +11,7 @@
 
 #include "cgr/error.hpp"
 #include "cgr/onnx.hpp"
+#include "onnx/fold.hpp"
 #include "onnx/proto_util.hpp"
 
 namespace cgr {
@@ -254,6 +255,7 @@ class Importer {
     const std::string& op = node.op_type();
     if (node.output_size() < 1) fail("{}: has no output", label);
     const std::string& out = node.output(0);
+    if (try_fold(node, label)) return;
     if (op == "Conv") return conv(node, index, label);
     if (op == "BatchNormalization") return batch_norm(node, index, label);
     if (op == "Relu") {
@@ -279,12 +281,18 @@ class Importer {
     if (op == "Flatten") return flatten(node, index, label);
     if (op == "Gemm") return gemm(node, index, label);
     if (op == "MatMul") return matmul(node, index, label);
-    if (op == "Add") {
-      Attributes attrs(node, label, {});
-      need_inputs(node, label, 2, 2);
-      const Value a = value(node.input(0), label), b = value(node.input(1), label);
-      return bind(out, result_.network.add(a, b, layer_name(node, index)));
+    if (op == "Add") return add(node, index, label);
+    if (op == "Transpose") {
+      Attributes attrs(node, label, {"perm"});
+      need_inputs(node, label, 1, 1);
+      const Value x = value(node.input(0), label);
+      const auto rank = static_cast<std::int64_t>(result_.network.desc(x).shape.rank());
+      std::vector<int> perm;
+      for (auto p : attrs.get_ints("perm", {})) perm.push_back(static_cast<int>(p < 0 ? p + rank : p));
+      if (perm.empty()) for (auto d = rank; d-- > 0;) perm.push_back(static_cast<int>(d));
+      return bind(out, result_.network.transpose(x, perm, layer_name(node, index)));
     }
+    if (op == "Unsqueeze" || op == "Squeeze") return squeeze(node, index, label, op == "Unsqueeze");
     if (op == "Identity") {
       Attributes attrs(node, label, {});
       need_inputs(node, label, 1, 1);
@@ -312,6 +320,75 @@ class Importer {
   }
 
   void bind(const std::string& name, Value v) { values_[name] = v; }
+
+  // Shape arithmetic on constants (and Shape of a tensor, known statically) folds away.
+  bool try_fold(const ::onnx::NodeProto& node, const std::string& label) {
+    if (node.op_type() == "Shape") {
+      Attributes attrs(node, label, {"start", "end"});
+      need_inputs(node, label, 1, 1);
+      const auto c = constants_.find(node.input(0));
+      const Shape shape = c != constants_.end() ? c->second.shape : result_.network.desc(value(node.input(0), label)).shape;
+      const auto rank = static_cast<std::int64_t>(shape.rank());
+      auto clamp = [&](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? v + rank : v, 0, rank); };
+      const std::int64_t begin = clamp(attrs.get_int("start", 0)), end = clamp(attrs.get_int("end", rank));
+      ConstantTensor t;
+      t.is_float = false;
+      for (auto d = begin; d < end; ++d) t.ints.push_back(shape[static_cast<std::size_t>(d)]);
+      t.shape = Shape{static_cast<std::int64_t>(t.ints.size())};
+      constants_[node.output(0)] = std::move(t);
+      return true;
+    }
+    if (!is_foldable(node)) return false;
+    std::vector<const ConstantTensor*> inputs;
+    for (const auto& name : node.input()) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      const auto c = constants_.find(name);
+      if (c == constants_.end()) return false;  // a computed tensor: imported as a layer
+      inputs.push_back(&c->second);
+    }
+    if (inputs.empty() && node.op_type() != "Concat") return false;
+    constants_[node.output(0)] = fold_node(node, result_.opset, inputs, label);
+    return true;
+  }
+
+  void add(const ::onnx::NodeProto& node, int index, const std::string& label) {
+    Attributes attrs(node, label, {});
+    need_inputs(node, label, 2, 2);
+    const bool a_const = constants_.contains(node.input(0)), b_const = constants_.contains(node.input(1));
+    if (a_const && b_const) fail("{}: adding two constants is not supported", label);
+    if (!a_const && !b_const) {
+      const Value a = value(node.input(0), label), b = value(node.input(1), label);
+      return bind(node.output(0), result_.network.add(a, b, layer_name(node, index)));
+    }
+    // x + c with a constant c broadcast to x.
+    const std::string& computed = a_const ? node.input(1) : node.input(0);
+    const ConstantTensor& c = constants_.at(a_const ? node.input(0) : node.input(1));
+    std::vector<float> values = c.is_float ? c.floats : std::vector<float>(c.ints.begin(), c.ints.end());
+    const std::string name = layer_name(node, index);
+    const Value y = result_.network.add_constant(value(computed, label), c.shape, name);
+    add_weight(name, "constant", c.shape, std::move(values));
+    bind(node.output(0), y);
+  }
+
+  // Unsqueeze / Squeeze of a computed tensor: a Reshape to the new dims.
+  void squeeze(const ::onnx::NodeProto& node, int index, const std::string& label, bool unsqueeze) {
+    Attributes attrs(node, label, {"axes"});
+    need_inputs(node, label, 1, 2);
+    std::vector<const ConstantTensor*> inputs{nullptr};
+    ConstantTensor probe;
+    const Value x = value(node.input(0), label);
+    probe.shape = result_.network.desc(x).shape;
+    probe.floats.assign(static_cast<std::size_t>(probe.shape.numel()), 0.0f);
+    inputs[0] = &probe;
+    if (node.input_size() > 1 && !node.input(1).empty()) inputs.push_back(&constant(node.input(1), label, "axes"));
+    (void)unsqueeze;
+    // Fold on a zero tensor of the same shape to learn the resulting dims.
+    const ConstantTensor shaped = fold_node(node, result_.opset, inputs, label);
+    bind(node.output(0), result_.network.reshape(x, shaped.shape, layer_name(node, index)));
+  }
 
   void alias(const std::string& out, const std::string& in, const std::string& label) {
     if (const auto c = constants_.find(in); c != constants_.end()) {
@@ -478,8 +555,11 @@ class Importer {
   void gemm(const ::onnx::NodeProto& node, int index, const std::string& label) {
     Attributes attrs(node, label, {"alpha", "beta", "transA", "transB"});
     need_inputs(node, label, 2, 3);
-    if (attrs.get_int("transA", 0) != 0) attrs.unsupported("transA", "must be 0 (a transposed input is not supported)");
-    const Value a = value(node.input(0), label);
+    Value a = value(node.input(0), label);
+    if (attrs.get_int("transA", 0) != 0) {
+      if (result_.network.desc(a).shape.rank() != 2) fail("{}: transA needs a 2-D input", label);
+      a = result_.network.transpose(a, {1, 0}, layer_name(node, index) + ".transA");
+    }
     const Shape& as = result_.network.desc(a).shape;
     if (as.rank() != 2) fail("{}: input A '{}' has shape {}, expected 2 dims", label, node.input(0), as.to_string());
     const ConstantTensor& b = constant(node.input(1), label, "B");
@@ -649,10 +729,13 @@ class Importer {
 }  // namespace onnx_import
 
 std::vector<std::string> supported_onnx_ops() {
-  return {"Add",       "AveragePool", "BatchNormalization", "Clip",    "Concat",
-          "Constant",  "Conv",        "Dropout",            "Flatten", "Gemm",
-          "GlobalAveragePool", "Identity", "MatMul",        "MaxPool", "Pad",
-          "Relu",      "Reshape",     "Softmax"};
+  // Cast, ConstantOfShape, Gather, Shape and Slice only on constants (shape arithmetic).
+  return {"Add",      "AveragePool", "BatchNormalization", "Cast",      "Clip",
+          "Concat",   "Constant",    "ConstantOfShape",    "Conv",      "Dropout",
+          "Flatten",  "Gather",      "Gemm",               "GlobalAveragePool",
+          "Identity", "MatMul",      "MaxPool",            "Pad",       "Relu",
+          "Reshape",  "Shape",       "Slice",              "Softmax",   "Squeeze",
+          "Transpose", "Unsqueeze"};
 }
 
 OnnxModel import_onnx(std::span<const std::byte> bytes, std::string_view what,

@@ -75,4 +75,22 @@ CGR_HD void softmax_row(const float* in, float* out, std::int64_t n, std::int64_
   for (std::int64_t i = 0; i < n; ++i) out[i * stride] *= inverse;
 }
 
+// Confidence of an exit head for one sample: the largest softmax probability of its logits,
+// 1 / sum_i exp(x_i - max). NaN logits give NaN, which never fires.
+CGR_HD float max_softmax_probability(const float* logits, std::int64_t n) {
+  float max_value = logits[0];
+  for (std::int64_t i = 1; i < n; ++i) max_value = nan_max(max_value, logits[i]);
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) sum += expf(logits[i] - max_value);
+  return 1.0f / sum;
+}
+
+// An exit fires only when every sample of the batch is confident; NaN compares false.
+CGR_HD bool exit_fires(const float* confidence, std::int64_t batch, float threshold) {
+  for (std::int64_t i = 0; i < batch; ++i) {
+    if (!(confidence[i] >= threshold)) return false;
+  }
+  return batch > 0;
+}
+
 }  // namespace cgr::math

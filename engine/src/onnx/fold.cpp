@@ -1,0 +1,272 @@
+// Constant folding for shape arithmetic. Values are held as doubles while folding (int64 shape
+// values are far below 2^53, so the round trip is exact) and converted back at the end.
+#include "onnx/fold.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cgr/error.hpp"
+
+namespace cgr::onnx_import {
+namespace {
+
+struct Dense {
+  std::vector<std::int64_t> dims;
+  std::vector<double> values;
+  bool is_float = true;
+};
+
+Dense to_dense(const ConstantTensor& t) {
+  Dense d{t.shape.dims(), {}, t.is_float};
+  if (t.is_float) d.values.assign(t.floats.begin(), t.floats.end());
+  else d.values.assign(t.ints.begin(), t.ints.end());
+  return d;
+}
+
+ConstantTensor from_dense(const Dense& d) {
+  ConstantTensor t;
+  t.shape = Shape(d.dims);
+  t.is_float = d.is_float;
+  if (d.is_float) t.floats.assign(d.values.begin(), d.values.end());
+  else for (double v : d.values) t.ints.push_back(static_cast<std::int64_t>(v));
+  return t;
+}
+
+std::int64_t count(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
+  std::vector<std::int64_t> strides(dims.size(), 1);
+  for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return strides;
+}
+
+std::vector<std::int64_t> int_values(const ConstantTensor& t, const std::string& label, const char* role) {
+  if (t.is_float) fail("{}: {} must be an integer tensor", label, role);
+  return t.ints;
+}
+
+std::int64_t normalise_axis(std::int64_t axis, std::size_t rank, const std::string& label) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) fail("{}: axis {} is out of range for rank {}", label, axis, rank);
+  return axis < 0 ? axis + r : axis;
+}
+
+// Calls visit(linear output index, input multi-index) over every element of `dims`.
+template <typename Visit>
+void for_each_index(const std::vector<std::int64_t>& dims, Visit visit) {
+  const std::int64_t n = count(dims);
+  std::vector<std::int64_t> index(dims.size(), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    visit(i, index);
+    for (std::size_t d = dims.size(); d-- > 0;) {
+      if (++index[d] < dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+bool is_foldable(const ::onnx::NodeProto& node) {
+  static const char* const kOps[] = {"ConstantOfShape", "Concat", "Reshape", "Slice", "Transpose",
+                                     "Cast", "Unsqueeze", "Squeeze", "Gather", "Identity"};
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return node.op_type() == op; });
+}
+
+ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
+                         const std::vector<const ConstantTensor*>& inputs, const std::string& label) {
+  const std::string& op = node.op_type();
+  auto input = [&](std::size_t i) -> const ConstantTensor& {
+    if (i >= inputs.size() || inputs[i] == nullptr) fail("{}: input {} is missing", label, i);
+    return *inputs[i];
+  };
+  if (op == "Identity") return input(0);
+  if (op == "ConstantOfShape") {
+    Attributes attrs(node, label, {"value"});
+    Dense d;
+    d.dims = int_values(input(0), label, "the shape");
+    for (auto v : d.dims) {
+      if (v < 0 || v > (1 << 24)) fail("{}: shape value {} is out of range", label, v);
+    }
+    double fill = 0.0;
+    if (const auto* value = attrs.get_tensor("value")) {
+      const ConstantTensor v = decode_tensor(*value, label);
+      d.is_float = v.is_float;
+      if (v.shape.numel() != 1) fail("{}: value must hold one element", label);
+      fill = v.is_float ? v.floats[0] : static_cast<double>(v.ints[0]);
+    }
+    d.values.assign(static_cast<std::size_t>(count(d.dims)), fill);
+    return from_dense(d);
+  }
+  if (op == "Cast") {
+    Attributes attrs(node, label, {"to", "saturate"});
+    const auto to = attrs.get_int("to", 0);
+    Dense d = to_dense(input(0));
+    switch (to) {
+      case ::onnx::TensorProto::FLOAT:
+      case ::onnx::TensorProto::DOUBLE:
+        d.is_float = true;
+        break;
+      case ::onnx::TensorProto::INT64:
+      case ::onnx::TensorProto::INT32:
+        for (auto& v : d.values) v = std::trunc(v);
+        d.is_float = false;
+        break;
+      default:
+        attrs.unsupported("to", fmt::format("{} is not supported in constant folding", to));
+    }
+    return from_dense(d);
+  }
+  if (op == "Concat") {
+    Attributes attrs(node, label, {"axis"});
+    std::vector<Dense> parts;
+    for (std::size_t i = 0; i < inputs.size(); ++i) parts.push_back(to_dense(input(i)));
+    if (parts.empty()) fail("{}: needs inputs", label);
+    const auto axis = static_cast<std::size_t>(normalise_axis(attrs.get_int("axis", 0), parts[0].dims.size(), label));
+    Dense out = parts[0];
+    out.dims[axis] = 0;
+    for (const auto& p : parts) {
+      if (p.dims.size() != out.dims.size()) fail("{}: inputs have different ranks", label);
+      out.dims[axis] += p.dims[axis];
+    }
+    out.values.clear();
+    const std::int64_t outer = count(std::vector<std::int64_t>(out.dims.begin(), out.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (const auto& p : parts) {
+        const std::int64_t block = count(p.dims) / std::max<std::int64_t>(outer, 1);
+        out.values.insert(out.values.end(), p.values.begin() + o * block, p.values.begin() + (o + 1) * block);
+      }
+    }
+    return from_dense(out);
+  }
+  if (op == "Reshape") {
+    Attributes attrs(node, label, {"allowzero"});
+    Dense d = to_dense(input(0));
+    std::vector<std::int64_t> dims = int_values(input(1), label, "the shape");
+    std::int64_t known = 1;
+    int infer = -1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] == 0 && attrs.get_int("allowzero", 0) == 0) dims[i] = i < d.dims.size() ? d.dims[i] : 0;
+      if (dims[i] == -1) infer = static_cast<int>(i);
+      else known *= dims[i];
+    }
+    if (infer >= 0 && known > 0) dims[static_cast<std::size_t>(infer)] = count(d.dims) / known;
+    if (count(dims) != count(d.dims)) fail("{}: cannot reshape {} values", label, count(d.dims));
+    d.dims = dims;
+    return from_dense(d);
+  }
+  if (op == "Transpose") {
+    Attributes attrs(node, label, {"perm"});
+    const Dense d = to_dense(input(0));
+    std::vector<std::int64_t> perm = attrs.get_ints("perm", {});
+    if (perm.empty()) for (std::size_t i = d.dims.size(); i-- > 0;) perm.push_back(static_cast<std::int64_t>(i));
+    if (perm.size() != d.dims.size()) fail("{}: perm has {} entries for rank {}", label, perm.size(), d.dims.size());
+    Dense out = d;
+    for (std::size_t i = 0; i < perm.size(); ++i) out.dims[i] = d.dims[static_cast<std::size_t>(normalise_axis(perm[i], perm.size(), label))];
+    const auto in_strides = strides_of(d.dims);
+    for_each_index(out.dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
+      std::int64_t source = 0;
+      for (std::size_t k = 0; k < perm.size(); ++k) source += index[k] * in_strides[static_cast<std::size_t>(perm[k])];
+      out.values[static_cast<std::size_t>(i)] = d.values[static_cast<std::size_t>(source)];
+    });
+    return from_dense(out);
+  }
+  if (op == "Slice") {
+    Attributes attrs(node, label, {});
+    const Dense d = to_dense(input(0));
+    const auto starts = int_values(input(1), label, "starts");
+    const auto ends = int_values(input(2), label, "ends");
+    std::vector<std::int64_t> axes, steps;
+    if (inputs.size() > 3 && inputs[3] != nullptr) axes = int_values(*inputs[3], label, "axes");
+    else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+    if (inputs.size() > 4 && inputs[4] != nullptr) steps = int_values(*inputs[4], label, "steps");
+    else steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+      fail("{}: starts, ends, axes and steps differ in length", label);
+    }
+    const std::size_t rank = d.dims.size();
+    std::vector<std::int64_t> first(rank, 0), step(rank, 1), dims = d.dims;
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      const auto axis = static_cast<std::size_t>(normalise_axis(axes[i], rank, label));
+      const std::int64_t size = d.dims[axis], s = steps[i];
+      if (s == 0) fail("{}: a step of 0", label);
+      // ONNX: negative indices count from the end; then starts clamp to [0, size] and ends to
+      // [0, size] for positive steps, [0, size-1] and [-1, size-1] for negative ones.
+      std::int64_t b = starts[i] < 0 ? starts[i] + size : starts[i];
+      std::int64_t e = ends[i] < 0 ? ends[i] + size : ends[i];
+      if (s > 0) {
+        b = std::clamp<std::int64_t>(b, 0, size);
+        e = std::clamp<std::int64_t>(e, 0, size);
+        dims[axis] = std::max<std::int64_t>(0, (e - b + s - 1) / s);
+      } else {
+        b = std::clamp<std::int64_t>(b, 0, size - 1);
+        e = std::clamp<std::int64_t>(e, -1, size - 1);
+        dims[axis] = std::max<std::int64_t>(0, (b - e + (-s) - 1) / (-s));
+      }
+      first[axis] = b;
+      step[axis] = s;
+    }
+    Dense out{dims, std::vector<double>(static_cast<std::size_t>(count(dims))), d.is_float};
+    const auto in_strides = strides_of(d.dims);
+    for_each_index(dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
+      std::int64_t source = 0;
+      for (std::size_t k = 0; k < rank; ++k) source += (first[k] + index[k] * step[k]) * in_strides[k];
+      out.values[static_cast<std::size_t>(i)] = d.values[static_cast<std::size_t>(source)];
+    });
+    return from_dense(out);
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    Attributes attrs(node, label, {"axes"});
+    Dense d = to_dense(input(0));
+    std::vector<std::int64_t> axes = opset >= 13 ? (inputs.size() > 1 && inputs[1] != nullptr ? int_values(*inputs[1], label, "axes") : std::vector<std::int64_t>{})
+                                                 : attrs.get_ints("axes", {});
+    if (op == "Unsqueeze") {
+      const std::size_t rank = d.dims.size() + axes.size();
+      std::vector<bool> inserted(rank, false);
+      for (auto a : axes) inserted[static_cast<std::size_t>(normalise_axis(a, rank, label))] = true;
+      std::vector<std::int64_t> dims;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < rank; ++i) dims.push_back(inserted[i] ? 1 : d.dims[k++]);
+      d.dims = dims;
+    } else {
+      std::vector<bool> removed(d.dims.size(), axes.empty());
+      for (auto a : axes) removed[static_cast<std::size_t>(normalise_axis(a, d.dims.size(), label))] = true;
+      std::vector<std::int64_t> dims;
+      for (std::size_t i = 0; i < d.dims.size(); ++i) {
+        if (!(removed[i] && d.dims[i] == 1)) dims.push_back(d.dims[i]);
+      }
+      d.dims = dims;
+    }
+    return from_dense(d);
+  }
+  if (op == "Gather") {
+    Attributes attrs(node, label, {"axis"});
+    const Dense d = to_dense(input(0));
+    const Dense idx = to_dense(input(1));
+    if (idx.is_float) fail("{}: indices must be integers", label);
+    const auto axis = static_cast<std::size_t>(normalise_axis(attrs.get_int("axis", 0), d.dims.size(), label));
+    std::vector<std::int64_t> dims(d.dims.begin(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis));
+    dims.insert(dims.end(), idx.dims.begin(), idx.dims.end());
+    dims.insert(dims.end(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, d.dims.end());
+    const std::int64_t outer = count(std::vector<std::int64_t>(d.dims.begin(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
+    const std::int64_t inner = count(std::vector<std::int64_t>(d.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, d.dims.end()));
+    Dense out{dims, {}, d.is_float};
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (double raw : idx.values) {
+        auto j = static_cast<std::int64_t>(raw);
+        if (j < 0) j += d.dims[axis];
+        if (j < 0 || j >= d.dims[axis]) fail("{}: index {} is out of range", label, raw);
+        const auto begin = d.values.begin() + (o * d.dims[axis] + j) * inner;
+        out.values.insert(out.values.end(), begin, begin + inner);
+      }
+    }
+    return from_dense(out);
+  }
+  fail("{}: op type '{}' cannot be folded", label, op);
+}
+
+}  // namespace cgr::onnx_import

@@ -1,0 +1,26 @@
+// AddConstant: y = x + c with a constant c that broadcasts to x's shape by NumPy's rules
+// (right-aligned, size-1 dims stretch), e.g. a per-channel [C, 1, 1] offset or a scalar.
+// Weight: "<name>.constant" of the constant's own shape. ONNX Add with a constant operand.
+#pragma once
+
+#include "cgr/layers/layer.hpp"
+
+namespace cgr {
+
+class AddConstant final : public Layer {
+ public:
+  AddConstant(std::string name, const TensorDesc& input, Shape constant_shape);
+
+  std::string_view kind() const override { return "AddConstant"; }
+  const Shape& constant_shape() const { return constant_shape_; }
+  std::vector<WeightSpec> weight_specs() const override;
+  std::string attributes() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
+
+  // --- GPU emission (CUDA executor): elementwise kernel over the pre-broadcast constant. ---
+
+ private:
+  Shape constant_shape_;
+};
+
+}  // namespace cgr

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages cgr builds with (the CUDA toolkit is expected to be present
-# already, at /usr/local/cuda; without it the CPU build is complete on its own).
-# Skips apt entirely when everything is installed.
+# Installs the Debian 12 packages cgr needs (the CUDA toolkit is expected at /usr/local/cuda
+# already; without it the CPU build is complete on its own). Skips apt entirely when
+# everything is installed.
+#   scripts/install-deps.sh           what the build needs
+#   scripts/install-deps.sh --tests   plus what the test suite needs: Debian's PyTorch,
+#                                     torchvision and onnx (the conformance reference) and
+#                                     clang with its runtime (libFuzzer)
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libonnx-dev libprotobuf-dev
-          protobuf-compiler)
+packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libonnx-dev
+          libprotobuf-dev protobuf-compiler)
+if [[ "${1:-}" == "--tests" ]]; then
+  packages+=(python3 python3-numpy python3-torch python3-torchvision python3-onnx clang
+             libclang-rt-14-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,5 +23,6 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
 fi

@@ -4,5 +4,5 @@
 # themselves without a device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --tests
 cmake --workflow --preset default

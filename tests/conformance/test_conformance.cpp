@@ -21,6 +21,7 @@
 #include <cgr/safetensors.hpp>
 
 #include "models/resnet18.hpp"
+#include "models/resnet18_exits.hpp"
 
 namespace fs = std::filesystem;
 
@@ -123,6 +124,24 @@ TEST_CASE("ResNet-18's state_dict binds to cgr's own ResNet-18 builder and match
     const double error = relative_error(actual.f32(), expected.f32());
     MESSAGE("resnet18 builder + safetensors, " << cgr::to_string(mode) << ": relative error " << error);
     CHECK(error <= 1e-4);
+  }
+}
+
+TEST_CASE("ResNet-18 with exits: every head and the final logits match PyTorch (export_weights.py)") {
+  const fs::path dir = data_dir.string() + "_exits";
+  REQUIRE(fs::exists(dir / "weights.safetensors"));
+  const cgr::Weights weights = cgr::Weights::load_safetensors(dir / "weights.safetensors");
+  const cgr::Tensor input = cgr::load_npy(dir / "input.npy");
+  const cgr::Network net = cgr::models::resnet18_exits(1, input.shape()[3], weights.find("fc.weight")->shape()[0]);
+  for (cgr::Mode mode : {cgr::Mode::eager, cgr::Mode::dag}) {
+    const cgr::Engine engine = cgr::Engine::build(net, weights, {.mode = mode, .threads = 2, .exits = cgr::ExitPolicy::all});
+    const cgr::Result result = engine.create_context().infer({{"image", input}});
+    for (const char* name : {"exit0", "exit1", "exit2", "final"}) {
+      const cgr::Tensor expected = cgr::load_npy(dir / (std::string(name) + ".npy"));
+      const double error = relative_error(result.output(name).f32(), expected.f32());
+      MESSAGE("resnet18_exits " << std::string(name) << ", " << cgr::to_string(mode) << ": relative error " << error);
+      CHECK(error <= 1e-4);
+    }
   }
 }
 

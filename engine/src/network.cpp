@@ -57,6 +57,9 @@ Value Network::input(const std::string& name, Shape shape, DType dtype) {
   for (auto d : shape.dims()) {
     if (d <= 0) fail("input '{}': shape {} has a dimension <= 0", name, shape.to_string());
   }
+  if (shape.numel() > (std::int64_t{1} << 40)) {
+    fail("input '{}': shape {} has more than 2^40 elements", name, shape.to_string());
+  }
   if (dtype != DType::f32) {
     fail("input '{}': dtype {} is not supported yet (only f32)", name, to_string(dtype));
   }

@@ -27,8 +27,11 @@ std::string_view to_string(DType dtype) {
 }
 
 std::int64_t Shape::numel() const {
+  // Shapes come from files too: an overflowing product is an error, not undefined behaviour.
   std::int64_t count = 1;
-  for (auto d : dims_) count *= d;
+  for (auto d : dims_) {
+    if (__builtin_mul_overflow(count, d, &count)) fail("shape {} has too many elements", to_string());
+  }
   return count;
 }
 

@@ -15,23 +15,24 @@ build=$root/build/fuzz
 mkdir -p "$build"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-# Tests stay on: tests/CMakeLists.txt is where the fuzz directory is added. Only the fuzz
-# targets are built, so the test binaries (and the samples they link) are never compiled.
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCGR_ENABLE_CUDA=OFF -DCGR_BUILD_FUZZERS=ON -DCGR_BUILD_SAMPLES=OFF -DCGR_BUILD_BENCH=OFF \
+  -DCGR_ENABLE_CUDA=OFF -DCGR_BUILD_FUZZERS=ON -DCGR_BUILD_TESTS=OFF -DCGR_BUILD_SAMPLES=OFF \
+  -DCGR_BUILD_BENCH=OFF \
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" --target fuzz_npy fuzz_safetensors
+cmake --build "$build" --target fuzz_npy fuzz_safetensors fuzz_onnx
 
 status=0
-for name in npy safetensors; do
+for name in npy safetensors onnx; do
   fuzzer=$build/tests/fuzz/fuzz_$name
   run=$build/runs/$name
   rm -rf "$run"
   mkdir -p "$run/corpus" "$run/artifacts"
   cp "$here/corpus/$name/"* "$run/corpus/"
   echo "== fuzz_$name: ${seconds}s"
-  if "$fuzzer" "$run/corpus" -dict="$here/$name.dict" -max_total_time="$seconds" -timeout=10 \
+  dict=()
+  [[ -f "$here/$name.dict" ]] && dict=(-dict="$here/$name.dict")
+  if "$fuzzer" "$run/corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/artifacts/" \
        >"$run/log" 2>&1; then
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$run/log" || true

@@ -27,14 +27,26 @@ ConstantTensor from_dense(const Dense& d) {
   ConstantTensor t;
   t.shape = Shape(d.dims);
   t.is_float = d.is_float;
-  if (d.is_float) t.floats.assign(d.values.begin(), d.values.end());
-  else for (double v : d.values) t.ints.push_back(static_cast<std::int64_t>(v));
+  if (d.is_float) {
+    t.floats.assign(d.values.begin(), d.values.end());
+  } else {
+    for (double v : d.values) {
+      // Out-of-range (or NaN) doubles have no int64 value: converting them is undefined.
+      if (!(v >= -9.2e18 && v <= 9.2e18)) fail("a folded integer constant is out of range ({})", v);
+      t.ints.push_back(static_cast<std::int64_t>(v));
+    }
+  }
   return t;
 }
 
+// Element count of folded shapes; values come from the file, so the product is checked.
 std::int64_t count(const std::vector<std::int64_t>& dims) {
   std::int64_t n = 1;
-  for (auto d : dims) n *= d;
+  for (auto d : dims) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (std::int64_t{1} << 40)) {
+      fail("a folded constant has an invalid shape");
+    }
+  }
   return n;
 }
 
@@ -89,8 +101,11 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     Attributes attrs(node, label, {"value"});
     Dense d;
     d.dims = int_values(input(0), label, "the shape");
+    std::int64_t total = 1;
     for (auto v : d.dims) {
       if (v < 0 || v > (1 << 24)) fail("{}: shape value {} is out of range", label, v);
+      total *= v;
+      if (total > (1 << 24)) fail("{}: a constant of more than 2^24 elements is not folded", label);
     }
     double fill = 0.0;
     if (const auto* value = attrs.get_tensor("value")) {
@@ -151,8 +166,11 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     int infer = -1;
     for (std::size_t i = 0; i < dims.size(); ++i) {
       if (dims[i] == 0 && attrs.get_int("allowzero", 0) == 0) dims[i] = i < d.dims.size() ? d.dims[i] : 0;
-      if (dims[i] == -1) infer = static_cast<int>(i);
-      else known *= dims[i];
+      if (dims[i] == -1 && infer < 0) {
+        infer = static_cast<int>(i);
+      } else if (dims[i] < 0 || __builtin_mul_overflow(known, dims[i], &known)) {
+        fail("{}: shape [{}] is not valid", label, fmt::join(int_values(input(1), label, "the shape"), ","));
+      }
     }
     if (infer >= 0 && known > 0) dims[static_cast<std::size_t>(infer)] = count(d.dims) / known;
     if (count(dims) != count(d.dims)) fail("{}: cannot reshape {} values", label, count(d.dims));
@@ -192,12 +210,14 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     std::vector<std::int64_t> first(rank, 0), step(rank, 1), dims = d.dims;
     for (std::size_t i = 0; i < starts.size(); ++i) {
       const auto axis = static_cast<std::size_t>(normalise_axis(axes[i], rank, label));
-      const std::int64_t size = d.dims[axis], s = steps[i];
-      if (s == 0) fail("{}: a step of 0", label);
+      const std::int64_t size = d.dims[axis];
+      if (steps[i] == 0) fail("{}: a step of 0", label);
+      // A step longer than the axis takes one element, like a step of size + 1.
+      const std::int64_t s = std::clamp<std::int64_t>(steps[i], -(size + 1), size + 1);
       // ONNX: negative indices count from the end; then starts clamp to [0, size] and ends to
       // [0, size] for positive steps, [0, size-1] and [-1, size-1] for negative ones.
-      std::int64_t b = starts[i] < 0 ? starts[i] + size : starts[i];
-      std::int64_t e = ends[i] < 0 ? ends[i] + size : ends[i];
+      std::int64_t b = starts[i] < 0 ? std::max(starts[i], -size - 1) + size : starts[i];
+      std::int64_t e = ends[i] < 0 ? std::max(ends[i], -size - 1) + size : ends[i];
       if (s > 0) {
         b = std::clamp<std::int64_t>(b, 0, size);
         e = std::clamp<std::int64_t>(e, 0, size);
@@ -227,7 +247,11 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     if (op == "Unsqueeze") {
       const std::size_t rank = d.dims.size() + axes.size();
       std::vector<bool> inserted(rank, false);
-      for (auto a : axes) inserted[static_cast<std::size_t>(normalise_axis(a, rank, label))] = true;
+      for (auto a : axes) {
+        const auto axis = static_cast<std::size_t>(normalise_axis(a, rank, label));
+        if (inserted[axis]) fail("{}: axis {} is listed twice", label, a);
+        inserted[axis] = true;
+      }
       std::vector<std::int64_t> dims;
       std::size_t k = 0;
       for (std::size_t i = 0; i < rank; ++i) dims.push_back(inserted[i] ? 1 : d.dims[k++]);

@@ -20,6 +20,9 @@ namespace {
 
 constexpr int kMinOpset = 11;
 constexpr int kMaxOpset = 17;
+// Window sizes, strides, dilations and pads beyond this are corrupt files, not models; the
+// bound keeps the window arithmetic far from int64 overflow.
+constexpr std::int64_t kGeometryLimit = std::int64_t{1} << 20;
 
 struct PendingPad {
   Value input;
@@ -209,6 +212,7 @@ class Importer {
       if (pads.size() != 4) attrs.unsupported("pads", fmt::format("has {} values; only 2-D windows (4 values) are supported", pads.size()));
       for (auto p : pads) {
         if (p < 0) attrs.unsupported("pads", "has a negative value");
+        if (p > kGeometryLimit) attrs.unsupported("pads", fmt::format("value {} is implausibly large", p));
       }
       return Padding2d(pads[0], pads[1], pads[2], pads[3]);
     }
@@ -232,6 +236,9 @@ class Importer {
     const auto values = attrs.get_ints(name, {fallback, fallback});
     if (values.size() != 2) {
       attrs.unsupported(name, fmt::format("has {} values; only 2-D windows are supported", values.size()));
+    }
+    for (auto v : values) {
+      if (v > kGeometryLimit) attrs.unsupported(name, fmt::format("value {} is implausibly large", v));
     }
     return Size2(values[0], values[1]);
   }
@@ -428,6 +435,9 @@ class Importer {
     p.stride = pair_attribute(attrs, "strides", 1);
     p.dilation = pair_attribute(attrs, "dilations", 1);
     p.groups = attrs.get_int("group", 1);
+    if (p.groups <= 0 || p.groups > in_shape[1]) {
+      attrs.unsupported("group", fmt::format("{} does not fit {} input channels", p.groups, in_shape[1]));
+    }
     Shape padded = in_shape;
     if (extra) {
       padded[2] += extra->top + extra->bottom;
@@ -442,7 +452,8 @@ class Importer {
     }
     const ConstantTensor* b = optional_constant(node, 2, label, "bias");
     p.bias = b != nullptr;
-    if (w.shape[1] * p.groups != in_shape[1]) {
+    std::int64_t fitted_channels = 0;
+    if (__builtin_mul_overflow(w.shape[1], p.groups, &fitted_channels) || fitted_channels != in_shape[1]) {
       fail("{}: weight '{}' of shape {} with group={} does not fit input channels {}", label,
            node.input(1), w.shape.to_string(), p.groups, in_shape[1]);
     }
@@ -652,6 +663,7 @@ class Importer {
     }
     for (auto v : p) {
       if (v < 0) fail("{}: negative pads (cropping) are not supported", label);
+      if (v > kGeometryLimit) fail("{}: pad {} is implausibly large", label, v);
     }
     const Value x = spatial_input(node, label);
     // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
@@ -677,10 +689,8 @@ class Importer {
       if (dims[i] == -1) {
         if (infer >= 0) fail("{}: shape {} has more than one -1", label, fmt::join(shape.ints, ","));
         infer = static_cast<int>(i);
-      } else if (dims[i] <= 0) {
+      } else if (dims[i] <= 0 || __builtin_mul_overflow(known, dims[i], &known)) {
         fail("{}: shape {} is not supported", label, fmt::join(shape.ints, ","));
-      } else {
-        known *= dims[i];
       }
     }
     if (infer >= 0) {

@@ -121,8 +121,15 @@ const ::onnx::AttributeProto& Attributes::expect(std::string_view name,
   return *attribute;
 }
 
+// Integer attributes are sizes, axes and flags: anything beyond 2^31 is corrupt, and refusing
+// it keeps every product of two attributes inside int64.
+constexpr std::int64_t kAttributeLimit = std::int64_t{1} << 31;
+
 std::int64_t Attributes::get_int(std::string_view name, std::int64_t fallback) const {
-  return has(name) ? expect(name, ::onnx::AttributeProto::INT).i() : fallback;
+  if (!has(name)) return fallback;
+  const std::int64_t value = expect(name, ::onnx::AttributeProto::INT).i();
+  if (value > kAttributeLimit || value < -kAttributeLimit) unsupported(name, fmt::format("value {} is out of range", value));
+  return value;
 }
 
 float Attributes::get_float(std::string_view name, float fallback) const {
@@ -137,6 +144,9 @@ std::vector<std::int64_t> Attributes::get_ints(std::string_view name,
                                                std::vector<std::int64_t> fallback) const {
   if (!has(name)) return fallback;
   const auto& ints = expect(name, ::onnx::AttributeProto::INTS).ints();
+  for (auto value : ints) {
+    if (value > kAttributeLimit || value < -kAttributeLimit) unsupported(name, fmt::format("value {} is out of range", value));
+  }
   return {ints.begin(), ints.end()};
 }
 

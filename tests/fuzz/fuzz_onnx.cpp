@@ -1,0 +1,20 @@
+// libFuzzer target for the ONNX importer: any byte string must import or fail with
+// cgr::Error; a crash, another exception or a sanitizer report is a finding. An imported
+// model's dependency analysis runs too (it walks every layer the importer made).
+#include <cgr/error.hpp>
+#include <cgr/onnx.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    const cgr::OnnxModel model = cgr::import_onnx(std::as_bytes(std::span(data, size)), "fuzz.onnx");
+    const cgr::Graph graph = model.network.graph();
+    if (graph.op_count() != model.network.layer_count()) __builtin_trap();
+  } catch (const cgr::Error&) {
+    // Rejected with a message: the expected outcome for most inputs.
+  }
+  return 0;
+}

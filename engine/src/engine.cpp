@@ -89,6 +89,16 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   if (!(options.threshold == options.threshold)) fail("the exit threshold is NaN");
   detail::lower_network(network, weights, *impl);
   detail::plan_exits(network, *impl);
+  detail::make_cpu_kernels(*impl);
+  std::vector<std::size_t> workspace_bytes;
+  for (const auto& op : impl->ops) workspace_bytes.push_back(op.kernel->workspace_bytes());
+  detail::add_workspaces(*impl, workspace_bytes);
+  for (auto& op : impl->ops) {
+    op.layer = nullptr;  // the Network and Weights need not outlive the engine
+    op.weights.clear();
+    op.conv_weight = {};  // the executables hold their own (packed) copies
+    op.conv_bias = {};
+  }
 
   for (Value v : network.inputs()) {
     impl->input_descs.push_back(network.desc(v));

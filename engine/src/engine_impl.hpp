@@ -14,7 +14,12 @@
 
 namespace cgr::detail {
 
-// One executable op: one layer, or a chain of layers the lowering fused.
+namespace cuda {
+class GpuOp;
+}
+
+// One executable op: one layer, or a chain of layers the lowering fused. The lowering decides
+// the structure (and folds weights); each backend then makes its executable from it.
 struct LoweredOp {
   std::string name;               // "conv1+bn1+relu"
   std::string kind;               // "Conv2d+BatchNorm2d+ReLU"
@@ -22,7 +27,17 @@ struct LoweredOp {
   int output = -1;                // engine value id
   int workspace = -1;             // engine value id of its private scratch, or -1
   std::vector<int> layers;        // network layer indices it executes
+
+  // Build-time description (the Network and Weights outlive Engine::build, not the engine).
+  const Layer* layer = nullptr;   // the first layer; null for engine ops (exit decisions)
+  LayerWeights weights;           // that layer's bound weights
+  std::vector<float> conv_weight, conv_bias;  // Conv2d: BatchNorm folded in
+  ConvEpilogue epilogue;          // Conv2d: fused residual / ReLU
+  bool add_relu = false;          // Add: fused ReLU
+
+  // Executables.
   std::unique_ptr<CpuKernel> kernel;
+  std::shared_ptr<cuda::GpuOp> gpu;
 };
 
 struct EngineValue {
@@ -81,6 +96,9 @@ struct ContextState {
 
 // Lowering steps (lowering.cpp, exits.cpp).
 void lower_network(const Network& net, const Weights& weights, EngineImpl& impl);
+void make_cpu_kernels(EngineImpl& impl);
+// One workspace value per op with bytes[op] > 0.
+void add_workspaces(EngineImpl& impl, const std::vector<std::size_t>& bytes);
 // Adds the decision ops, gates the ops after each exit (early), and puts the ops in an order
 // where every decision precedes what it gates.
 void plan_exits(const Network& net, EngineImpl& impl);

@@ -185,15 +185,16 @@ void lower_network(const Network& net, const Weights& weights, EngineImpl& impl)
         epilogue.relu = true;
         absorb(next);
       }
-      op.kernel = conv->make_fused_cpu_kernel(weight, bias, epilogue);
-    } else if (const auto* add = as<Add>(layer)) {
+      op.conv_weight = std::move(weight);
+      op.conv_bias = std::move(bias);
+      op.epilogue = epilogue;
+    } else if (as<Add>(layer) != nullptr) {
       const int next = sole_consumer(out);
-      const bool relu = next >= 0 && as<Relu>(net.layer(next)) != nullptr;
-      if (relu) absorb(next);
-      op.kernel = add->make_fused_cpu_kernel(relu);
-    } else {
-      op.kernel = layer.make_cpu_kernel(bound[i]);
+      op.add_relu = next >= 0 && as<Relu>(net.layer(next)) != nullptr;
+      if (op.add_relu) absorb(next);
     }
+    op.layer = &layer;
+    op.weights = bound[i];
     op.output = out.id;
     positioned.emplace_back(last, std::move(op));
   }
@@ -212,20 +213,37 @@ void lower_network(const Network& net, const Weights& weights, EngineImpl& impl)
   for (auto& value : impl.values) value.bytes = value.desc.bytes();
 
   for (auto& [position, op] : positioned) {
-    const int index = static_cast<int>(impl.ops.size());
-    impl.values[op.output].producer = index;
-    if (const std::size_t bytes = op.kernel->workspace_bytes(); bytes > 0) {
-      EngineValue workspace;
-      workspace.desc = TensorDesc{op.name + ".workspace", Shape{static_cast<std::int64_t>(bytes)},
-                                  DType::f32};
-      workspace.bytes = bytes;
-      workspace.producer = index;
-      op.workspace = static_cast<int>(impl.values.size());
-      impl.values.push_back(std::move(workspace));
-    }
+    impl.values[op.output].producer = static_cast<int>(impl.ops.size());
     impl.ops.push_back(std::move(op));
   }
   impl.info.layers = static_cast<int>(std::count(use.live.begin(), use.live.end(), true));
+}
+
+void make_cpu_kernels(EngineImpl& impl) {
+  for (auto& op : impl.ops) {
+    if (op.kernel != nullptr) continue;  // engine ops (exit decisions) bring their own
+    if (const auto* conv = dynamic_cast<const Conv2d*>(op.layer)) {
+      op.kernel = conv->make_fused_cpu_kernel(op.conv_weight, op.conv_bias, op.epilogue);
+    } else if (const auto* add = dynamic_cast<const Add*>(op.layer)) {
+      op.kernel = add->make_fused_cpu_kernel(op.add_relu);
+    } else {
+      op.kernel = op.layer->make_cpu_kernel(op.weights);
+    }
+  }
+}
+
+void add_workspaces(EngineImpl& impl, const std::vector<std::size_t>& bytes) {
+  for (std::size_t index = 0; index < impl.ops.size(); ++index) {
+    if (bytes[index] == 0) continue;
+    auto& op = impl.ops[index];
+    EngineValue workspace;
+    workspace.desc = TensorDesc{op.name + ".workspace",
+                                Shape{static_cast<std::int64_t>((bytes[index] + 3) / 4)}, DType::f32};
+    workspace.bytes = bytes[index];
+    workspace.producer = static_cast<int>(index);
+    op.workspace = static_cast<int>(impl.values.size());
+    impl.values.push_back(std::move(workspace));
+  }
 }
 
 }  // namespace cgr::detail

@@ -182,6 +182,8 @@ std::vector<ConvCase> conv_cases() {
   cases.push_back({"batch 2", finish(make_geometry(2, 7, 8, 9, 11, 3, 3, 1, 1))});
   cases.push_back({"batch 2 groups 3", finish(make_geometry(2, 9, 7, 8, 12, 3, 3, 2, 1, 1, 3))});
   cases.push_back({"1x1 output", finish(make_geometry(1, 20, 3, 3, 14, 3, 3, 1, 0))});
+  // Weights over 1 MiB and a small output: im2col first, then the GEMM over all strips.
+  cases.push_back({"big weights", finish(make_geometry(1, 128, 7, 7, 300, 3, 3, 1, 1))});
   ConvGeometry asym = make_geometry(1, 4, 9, 12, 6, 3, 4, 1, 0);
   asym.pad_top = 2;
   asym.pad_bottom = 0;
@@ -223,13 +225,16 @@ TEST_CASE("conv cpu matches a direct convolution on every micro-kernel") {
 }
 
 TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-kernel") {
-  // A: the fused path (many column strips). B: few strips and a long K, where the GEMM is
-  // also split over row blocks when threads are there (and fused without a pool).
-  // C: groups and batch.
+  // A: the fused path (many column strips). B: one strip and a long K: weights over 1 MiB,
+  // so im2col first and the GEMM split over row blocks. C: groups and batch. D: weights over
+  // 1 MiB with several column strips (a late ResNet layer, 7x7 output), unfused, and a
+  // partial last row block. E: the same per group, with batch 2.
   std::vector<ConvGeometry> shapes = {
       finish(make_geometry(1, 32, 28, 28, 48, 3, 3, 1, 1)),
       finish(make_geometry(1, 256, 4, 4, 512, 3, 3, 1, 1)),
       finish(make_geometry(2, 16, 19, 17, 24, 3, 3, 1, 1, 1, 2)),
+      finish(make_geometry(1, 128, 7, 7, 300, 3, 3, 1, 1)),
+      finish(make_geometry(2, 512, 6, 6, 272, 3, 3, 1, 1, 1, 2)),
   };
   cgr::ThreadPool pool1(1);
   cgr::ThreadPool pool2(2);

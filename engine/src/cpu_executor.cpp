@@ -10,6 +10,9 @@
 #include <algorithm>
 
 #include "cgr/error.hpp"
+#if defined(CGR_HAVE_CUDA)
+#include "cuda/cuda_executor.hpp"
+#endif
 #include "cgr/layers/element_math.hpp"
 #include "engine_impl.hpp"
 
@@ -19,6 +22,12 @@ std::unique_ptr<ContextState> make_context_state(std::shared_ptr<const EngineImp
   auto state = std::make_unique<ContextState>();
   state->engine = std::move(engine);
   const EngineImpl& impl = *state->engine;
+  if (impl.options.device == Device::cuda) {
+#if defined(CGR_HAVE_CUDA)
+    state->cuda = make_cuda_context(state->engine);
+#endif
+    return state;
+  }
   // 64-byte alignment for the arena start; plan offsets are multiples of 64 too.
   const std::size_t floats = impl.plan.arena_bytes / sizeof(float) + 16;
   state->arena_storage = std::make_unique<float[]>(floats);
@@ -38,6 +47,25 @@ std::unique_ptr<ContextState> make_context_state(std::shared_ptr<const EngineImp
   }
   state->remaining.assign(impl.ops.size(), 0);
   return state;
+}
+
+float* host_value(const ContextState& state, int value) {
+#if defined(CGR_HAVE_CUDA)
+  if (state.cuda != nullptr) {
+    const EngineImpl& impl = *state.engine;
+    for (std::size_t i = 0; i < impl.input_values.size(); ++i) {
+      if (impl.input_values[i] == value) return state.cuda->host_input(i);
+    }
+    for (std::size_t o = 0; o < impl.output_values.size(); ++o) {
+      if (impl.output_values[o] == value) return state.cuda->host_output(o);
+    }
+    for (std::size_t k = 0; k < impl.exits.size(); ++k) {
+      if (impl.exits[k].confidence_value == value) return const_cast<float*>(state.cuda->exit_confidence(k));
+    }
+    fail("internal error: value {} has no host copy", value);
+  }
+#endif
+  return state.value_pointers[static_cast<std::size_t>(value)];
 }
 
 namespace {

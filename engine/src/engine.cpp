@@ -8,6 +8,10 @@
 #include "cgr/error.hpp"
 #include "cuda_device.hpp"
 #include "engine_impl.hpp"
+#if defined(CGR_HAVE_CUDA)
+#include "cuda/cuda_executor.hpp"
+#include "cuda/gpu_op.hpp"
+#endif
 
 namespace cgr {
 
@@ -77,9 +81,7 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   if (options.device == Device::cuda) {
     // Says "no CUDA device: ..." on a machine without one.
     detail::require_cuda_device();
-    fail("the CUDA executor is not part of this build yet: use device cpu");
-  }
-  if (options.mode == Mode::stream_graph) {
+  } else if (options.mode == Mode::stream_graph) {
     fail("mode stream-graph exists only on the cuda device (cpu modes: dag, eager)");
   }
   if (network.outputs().empty()) fail("the network declares no output (call Network::output)");
@@ -89,9 +91,16 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   if (!(options.threshold == options.threshold)) fail("the exit threshold is NaN");
   detail::lower_network(network, weights, *impl);
   detail::plan_exits(network, *impl);
-  detail::make_cpu_kernels(*impl);
   std::vector<std::size_t> workspace_bytes;
-  for (const auto& op : impl->ops) workspace_bytes.push_back(op.kernel->workspace_bytes());
+  if (options.device == Device::cuda) {
+#if defined(CGR_HAVE_CUDA)
+    detail::make_gpu_ops(*impl);
+    for (const auto& op : impl->ops) workspace_bytes.push_back(op.gpu ? op.gpu->workspace_bytes() : 0);
+#endif
+  } else {
+    detail::make_cpu_kernels(*impl);
+    for (const auto& op : impl->ops) workspace_bytes.push_back(op.kernel->workspace_bytes());
+  }
   detail::add_workspaces(*impl, workspace_bytes);
   for (auto& op : impl->ops) {
     op.layer = nullptr;  // the Network and Weights need not outlive the engine
@@ -189,6 +198,11 @@ const std::vector<TensorDesc>& Engine::outputs() const { return impl_->output_de
 const Graph& Engine::graph() const { return impl_->graph; }
 EngineInfo Engine::info() const { return impl_->info; }
 
+void Engine::dump_cuda_graph_dot(const std::string& path) const {
+  if (impl_->options.device != Device::cuda) fail("dump_cuda_graph_dot: this engine runs on the cpu");
+  create_context().dump_cuda_graph_dot(path);
+}
+
 std::vector<std::string> Engine::op_names() const {
   std::vector<std::string> names;
   for (int op : impl_->graph.topological_order()) names.push_back(impl_->ops[op].name);
@@ -226,7 +240,7 @@ std::span<float> ExecutionContext::input_buffer(std::string_view name) {
   const int index = find_named(engine.input_descs, name);
   if (index < 0) fail("no input named '{}' (inputs: {})", name, names_of(engine.input_descs));
   const int value = engine.input_values[index];
-  return {state_->value_pointers[value],
+  return {detail::host_value(*state_, value),
           static_cast<std::size_t>(engine.input_descs[index].shape.numel())};
 }
 
@@ -235,7 +249,7 @@ std::span<const float> ExecutionContext::output_buffer(std::string_view name) co
   const int index = find_named(engine.output_descs, name);
   if (index < 0) fail("no output named '{}' (outputs: {})", name, names_of(engine.output_descs));
   const int value = engine.output_values[index];
-  return {state_->value_pointers[value],
+  return {detail::host_value(*state_, value),
           static_cast<std::size_t>(engine.output_descs[index].shape.numel())};
 }
 
@@ -244,7 +258,13 @@ void ExecutionContext::run() {
     fail("ExecutionContext used by two threads at once: create one context per thread");
   }
   try {
-    detail::run_cpu(*state_);
+    if (state_->cuda != nullptr) {
+#if defined(CGR_HAVE_CUDA)
+      detail::run_cuda(*state_);
+#endif
+    } else {
+      detail::run_cpu(*state_);
+    }
   } catch (...) {
     state_->busy = false;
     throw;
@@ -253,6 +273,61 @@ void ExecutionContext::run() {
 }
 
 int ExecutionContext::ops_executed() const { return state_->ops_executed; }
+
+namespace {
+
+#if defined(CGR_HAVE_CUDA)
+cuda::CudaContext& cuda_of(const detail::ContextState& state, std::string_view what) {
+  if (state.cuda == nullptr) fail("{} needs an engine built for the cuda device", what);
+  return *state.cuda;
+}
+#else
+[[noreturn]] void no_cuda(std::string_view what) {
+  fail("{} needs CUDA: this cgr was built without the CUDA toolkit", what);
+}
+#endif
+
+}  // namespace
+
+void* ExecutionContext::device_buffer(std::string_view name) const {
+#if defined(CGR_HAVE_CUDA)
+  auto& cuda = cuda_of(*state_, "device_buffer");
+  const auto& engine = *state_->engine;
+  if (const int i = find_named(engine.input_descs, name); i >= 0) return cuda.device_value(engine.input_values[i]);
+  if (const int o = find_named(engine.output_descs, name); o >= 0) return cuda.device_value(engine.output_values[o]);
+  fail("no input or output named '{}'", name);
+#else
+  (void)name;
+  no_cuda("device_buffer");
+#endif
+}
+
+void ExecutionContext::launch_on_device(void* cuda_stream) {
+#if defined(CGR_HAVE_CUDA)
+  cuda_of(*state_, "launch_on_device").launch_device(static_cast<cudaStream_t>(cuda_stream));
+#else
+  (void)cuda_stream;
+  no_cuda("launch_on_device");
+#endif
+}
+
+void ExecutionContext::dump_cuda_graph_dot(const std::string& path) {
+#if defined(CGR_HAVE_CUDA)
+  cuda_of(*state_, "dump_cuda_graph_dot").dump_graph_dot(path);
+#else
+  (void)path;
+  no_cuda("dump_cuda_graph_dot");
+#endif
+}
+
+CudaGraphReport ExecutionContext::cuda_graph_report() {
+#if defined(CGR_HAVE_CUDA)
+  const cuda::GraphReport r = cuda_of(*state_, "cuda_graph_report").graph_report();
+  return {r.nodes, r.edges, r.conditional_nodes, r.op_edges_expected, r.op_edges_found, r.mismatches};
+#else
+  no_cuda("cuda_graph_report");
+#endif
+}
 
 std::vector<std::string> ExecutionContext::executed_ops() const {
   std::vector<std::string> names;
@@ -272,8 +347,8 @@ std::vector<ExitReport> ExecutionContext::exit_reports() const {
     report.ran = !state_->executed.empty() && state_->executed[static_cast<std::size_t>(plan.decision_op)];
     if (report.ran) {
       report.fired = state_->exit_fired[k] != 0;
-      const float* confidence = state_->value_pointers[plan.confidence_value];
-      const float* logits = state_->value_pointers[plan.logits_value];
+      const float* confidence = detail::host_value(*state_, plan.confidence_value);
+      const float* logits = detail::host_value(*state_, plan.logits_value);
       for (std::int64_t n = 0; n < plan.batch; ++n) {
         report.confidence.push_back(confidence[n]);
         const float* row = logits + n * plan.classes;
@@ -326,7 +401,7 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
   }
   for (std::size_t i = 0; i < given.size(); ++i) {
     const TensorView& view = inputs[static_cast<std::size_t>(given[i])].second;
-    std::memcpy(state_->value_pointers[engine.input_values[i]], view.data,
+    std::memcpy(detail::host_value(*state_, engine.input_values[i]), view.data,
                 view.count * dtype_size(view.dtype));
   }
   run();
@@ -337,7 +412,7 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
     if (producer >= 0 && !state_->executed[static_cast<std::size_t>(producer)]) continue;  // skipped
     const TensorDesc& desc = engine.output_descs[i];
     Tensor tensor(desc.shape, desc.dtype);
-    std::memcpy(tensor.bytes().data(), state_->value_pointers[value], tensor.bytes().size());
+    std::memcpy(tensor.bytes().data(), detail::host_value(*state_, value), tensor.bytes().size());
     result.outputs.emplace(desc.name, std::move(tensor));
   }
   result.exits = exit_reports();

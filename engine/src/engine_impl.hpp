@@ -12,11 +12,12 @@
 #include "cgr/memory_plan.hpp"
 #include "cgr/thread_pool.hpp"
 
-namespace cgr::detail {
-
-namespace cuda {
+namespace cgr::cuda {
 class GpuOp;
-}
+class CudaContext;
+}  // namespace cgr::cuda
+
+namespace cgr::detail {
 
 // One executable op: one layer, or a chain of layers the lowering fused. The lowering decides
 // the structure (and folds weights); each backend then makes its executable from it.
@@ -88,6 +89,7 @@ struct ContextState {
   std::atomic<std::uint32_t> fired{0};  // exits that fired and stop what they gate (early)
   std::vector<char> executed;           // per op, this run
   std::vector<char> exit_fired;         // per exit, this run (reported for every policy)
+  std::shared_ptr<cuda::CudaContext> cuda;  // CUDA device: the executor of this context
   bool profiling = false;
   std::chrono::steady_clock::time_point run_start;
   std::vector<std::chrono::steady_clock::time_point> op_start, op_end;  // when profiling
@@ -105,5 +107,12 @@ void plan_exits(const Network& net, EngineImpl& impl);
 
 std::unique_ptr<ContextState> make_context_state(std::shared_ptr<const EngineImpl> engine);
 void run_cpu(ContextState& state);
+
+// CUDA backend (cuda/cuda_glue.cpp; only in builds with CUDA).
+void make_gpu_ops(EngineImpl& impl);  // also selects the device and checks it exists
+std::shared_ptr<cuda::CudaContext> make_cuda_context(std::shared_ptr<const EngineImpl> engine);
+void run_cuda(ContextState& state);
+// Host copy of a value the caller reads or writes (inputs, outputs, exit confidences).
+float* host_value(const ContextState& state, int value);
 
 }  // namespace cgr::detail

@@ -45,7 +45,10 @@ std::vector<WeightSpec> AddConstant::weight_specs() const { return {{"constant",
 std::string AddConstant::attributes() const { return "+ " + constant_shape_.to_string(); }
 
 std::unique_ptr<CpuKernel> AddConstant::make_cpu_kernel(const LayerWeights& weights) const {
-  const auto c = weights.at("constant")->f32();
+  return std::make_unique<AddConstantCpuKernel>(expanded(weights.at("constant")->f32()));
+}
+
+std::vector<float> AddConstant::expanded(std::span<const float> c) const {
   const Shape& out = output().shape;
   const std::size_t rank = out.rank(), offset = rank - constant_shape_.rank();
   // Stride of each output dim in the constant (0 where it broadcasts).
@@ -66,7 +69,7 @@ std::unique_ptr<CpuKernel> AddConstant::make_cpu_kernel(const LayerWeights& weig
       index[d] = 0;
     }
   }
-  return std::make_unique<AddConstantCpuKernel>(std::move(expanded));
+  return expanded;
 }
 
 }  // namespace cgr

@@ -49,6 +49,14 @@ struct EngineOptions {
   bool fuse = true;   // fold BatchNorm into convs, fuse residual Add and ReLU into them
   ExitPolicy exits = ExitPolicy::all;
   float threshold = 0.9f;  // an exit fires when every sample's confidence >= threshold
+  bool allow_tf32 = false;  // CUDA: let cuDNN/cuBLAS use TF32 tensor cores (not bit-faithful fp32)
+};
+
+// The CUDA graph of an execution context against the IR (Engine::graph()).
+struct CudaGraphReport {
+  std::size_t nodes = 0, edges = 0, conditional_nodes = 0;
+  std::size_t op_edges_expected = 0, op_edges_found = 0;
+  std::vector<std::string> mismatches;  // empty: the graph's op-to-op edges are the IR's
 };
 
 using NamedInputs = std::vector<std::pair<std::string, TensorView>>;
@@ -109,6 +117,8 @@ class Engine {
   EngineInfo info() const;
   // Names of the ops in execution order, e.g. "layer1.0.conv1+layer1.0.bn1+layer1.0.relu".
   std::vector<std::string> op_names() const;
+  // CUDA: writes the instantiated graph of a fresh context (cudaGraphDebugDotPrint, verbose).
+  void dump_cuda_graph_dot(const std::string& path) const;
 
  private:
   explicit Engine(std::shared_ptr<const detail::EngineImpl> impl);
@@ -127,9 +137,20 @@ class ExecutionContext {
   Result infer(const NamedInputs& inputs);
 
   // Zero-copy use: write inputs into input_buffer(), call run(), read output_buffer().
+  // On the CPU these are the activation arena; on CUDA, pinned host staging that run() copies
+  // from and to inside the same graph launch.
   std::span<float> input_buffer(std::string_view name);
   std::span<const float> output_buffer(std::string_view name) const;
   void run();
+
+  // CUDA device-resident path: the static device buffers of an input or output, and a launch
+  // of the compute-only graph on the caller's cudaStream_t (passed as void*), without copies
+  // or synchronisation. Exits' outcomes are not reported on this path.
+  void* device_buffer(std::string_view name) const;
+  void launch_on_device(void* cuda_stream);
+  // CUDA: this context's graph, as DOT, and checked against the IR.
+  void dump_cuda_graph_dot(const std::string& path);
+  CudaGraphReport cuda_graph_report();
 
   // Ops executed by the last run (fused ops count once; skipped ops do not count).
   int ops_executed() const;

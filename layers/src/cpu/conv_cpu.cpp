@@ -7,9 +7,12 @@
 // (k-major inside each nr-wide strip), so there is no separate packing pass over B. Work is
 // split over (group, row block, column strip) tiles only; the sum over K of every output
 // element is the same chain whatever the split, so results do not depend on the thread count.
-// When there are enough column strips to keep every thread busy, one task im2cols a few
-// strips at a time into the same cache-resident slot and multiplies them at once; otherwise
-// (tiny outputs, big K) im2col runs first and the GEMM is also split over row blocks.
+// When the weights fit in L2 and there are enough column strips to keep every thread busy,
+// one task im2cols a few strips at a time into the same cache-resident slot and multiplies
+// them at once (fused). Otherwise (big weights, as in the late layers of a network, or tiny
+// outputs) im2col runs first and the GEMM is split over row blocks, each task multiplying
+// its rows of weights by every column strip: each weight byte is then read from memory once
+// per image, and the threads stream disjoint parts of the weights.
 // im2col costs about as much per panel element as the GEMM spends on it when M is small (64),
 // hence the AVX-512 version built from masked loads rather than scalar copies and gathers.
 #include "cpu/conv_cpu.hpp"
@@ -38,6 +41,11 @@ constexpr std::int64_t kTaskIm2colFloats = std::int64_t{1} << 16;
 // Bytes of B panel (K x strips x nr) one fused step im2cols before multiplying: well inside
 // L2 next to the A block, so the GEMM reads what im2col just wrote from cache.
 constexpr std::int64_t kPanelBlockBytes = std::int64_t{192} << 10;
+// Weights (one group's, packed) up to this size stay in L2 while the fused path re-reads
+// them: about half of a typical L2.
+constexpr std::int64_t kFusedWeightBytes = std::int64_t{1} << 20;
+// An im2col panel up to this size stays in L3 while the unfused path re-reads it.
+constexpr std::int64_t kUnfusedPanelBytes = std::int64_t{4} << 20;
 
 // Floor division for possibly negative numerators (positive divisor).
 std::int64_t floor_div(std::int64_t x, std::int64_t d) {
@@ -234,7 +242,7 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
   m_padded_ = gemm::round_up(group_m_, mr);
   columns_ = g.out_h * g.out_w;
   col_strips_ = gemm::ceil_div(columns_, kernel_->nr);
-  packed_weight_.resize(static_cast<std::size_t>(g.groups * m_padded_ * group_k_));
+  packed_weight_ = gemm::PackedBuffer(static_cast<std::size_t>(g.groups * m_padded_ * group_k_));
   for (std::int64_t group = 0; group < g.groups; ++group) {
     gemm::pack_a(weight.data() + group * group_m_ * group_k_, group_k_, group_m_, group_k_, mr,
                  packed_weight_.data() + group * m_padded_ * group_k_);
@@ -330,19 +338,33 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
   // Strips im2col'd and multiplied together: a panel block that fits in L2.
   const std::int64_t block_strips = std::clamp<std::int64_t>(
       kPanelBlockBytes / (group_k_ * nr * static_cast<std::int64_t>(sizeof(float))), 1, strips);
-  // Row strips per task: all of them, unless too few column strips would leave threads idle
-  // and there is enough work to share.
+  // Which operand gets read more than once: the fused path multiplies every block of strips
+  // by all of a group's weights, so it reads them once per block; the unfused path below
+  // reads the whole im2col panel once per row block. Big weights (a 3x3 512->512 conv has
+  // 9.4 MB; a network's weights outgrow L3, so they come from DRAM) are better read once,
+  // unfused, as long as the panel stays cached for its re-reads; weights that fit in L2, or
+  // a panel too big for the caches, stay fused.
+  const auto float_bytes = static_cast<std::int64_t>(sizeof(float));
+  const bool weights_cached = m_padded_ * group_k_ * float_bytes <= kFusedWeightBytes;
+  const bool panel_cached = groups * panel * float_bytes <= kUnfusedPanelBytes;
+  const std::int64_t wanted_tasks = 4 * threads;
+  const bool fused =
+      (weights_cached || !panel_cached) && (threads == 1 || groups * strips >= wanted_tasks);
+  // Unfused: row strips per task, all of them unless that leaves threads idle and there is
+  // enough work to share. Splitting by rows (not columns) gives each thread a disjoint part
+  // of the weights, so the threads share the weight stream instead of both reading all of it.
   std::int64_t task_m_strips = m_strips;
-  if (threads > 1) {
-    const std::int64_t wanted = 4 * threads;
-    while (task_m_strips > 1 &&
-           groups * strips * gemm::ceil_div(m_strips, task_m_strips) < wanted &&
-           (task_m_strips / 2) * mr * group_k_ * nr >= kTaskMacs) {
+  if (!fused && threads > 1) {
+    while (task_m_strips > 1 && groups * gemm::ceil_div(m_strips, task_m_strips) < wanted_tasks &&
+           (task_m_strips / 2) * mr * group_k_ * strips * nr >= kTaskMacs) {
       task_m_strips = gemm::ceil_div(task_m_strips, 2);
     }
   }
   const std::int64_t m_blocks = gemm::ceil_div(m_strips, task_m_strips);
-  const std::int64_t item_macs = task_m_strips * mr * group_k_ * nr;
+  // Items: fused, (group, column strip) of all rows; unfused, (group, row block) of all
+  // column strips.
+  const std::int64_t item_macs =
+      fused ? m_strips * mr * group_k_ * nr : task_m_strips * mr * group_k_ * strips * nr;
   const std::int64_t gemm_grain = std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs));
 
   const std::int64_t in_image = g.in_channels * g.in_h * g.in_w;
@@ -375,7 +397,7 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
       return workspace + group * panel + strip * group_k_ * nr;
     };
 
-    if (m_blocks == 1) {
+    if (fused) {
       // Fused: each task im2cols a block of strips and multiplies it while it is in cache.
       // Items: (group, column strip).
       gemm::parallel_range(
@@ -403,7 +425,9 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
       continue;
     }
 
-    // Few column strips: im2col first, then split the GEMM over row blocks too.
+    // Unfused: im2col first, then items (group, row block), each over all column strips. In
+    // the GEMM a kKc-deep slice of the task's weights then meets every strip while in L2,
+    // and only kKc x nr of each strip's panel is live at a time, so no panel blocking.
     const std::int64_t im2col_grain =
         std::max<std::int64_t>(1, gemm::ceil_div(kTaskIm2colFloats, group_k_ * nr));
     gemm::parallel_range(pool, groups * strips, im2col_grain,
@@ -414,23 +438,15 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
                              im2col_strip(group_input(group), s, strip_panel(group, s));
                            }
                          });
-    // Items: (group, row block, column strip), strips innermost so a task's strips share
-    // the A block.
-    gemm::parallel_range(
-        pool, groups * m_blocks * strips, gemm_grain, [&](std::int64_t begin, std::int64_t end) {
-          for (std::int64_t item = begin; item < end;) {
-            const std::int64_t outer = item / strips;  // group * m_blocks + row block
-            const std::int64_t group = outer / m_blocks;
-            const std::int64_t m0 = (outer % m_blocks) * task_m_strips;
-            const std::int64_t m1 = std::min(m_strips, m0 + task_m_strips);
-            const std::int64_t s_end = std::min(end - outer * strips, strips);
-            const gemm::PackedProduct p = product(group);
-            for (std::int64_t s0 = item - outer * strips; s0 < s_end; s0 += block_strips) {
-              gemm::gemm_packed(p, m0, m1, s0, std::min(s_end, s0 + block_strips));
-            }
-            item = outer * strips + s_end;
-          }
-        });
+    gemm::parallel_range(pool, groups * m_blocks, gemm_grain,
+                         [&](std::int64_t begin, std::int64_t end) {
+                           for (std::int64_t item = begin; item < end; ++item) {
+                             const std::int64_t group = item / m_blocks;
+                             const std::int64_t m0 = (item % m_blocks) * task_m_strips;
+                             gemm::gemm_packed(product(group), m0,
+                                               std::min(m_strips, m0 + task_m_strips), 0, strips);
+                           }
+                         });
   }
 }
 

@@ -7,15 +7,13 @@
 #include <span>
 #include <vector>
 
+#include "cpu/gemm.hpp"
+
 namespace cgr {
 class ThreadPool;
 }
 
 namespace cgr::cpu {
-
-namespace gemm {
-struct MicroKernel;
-}
 
 struct ConvGeometry {
   std::int64_t batch = 1, in_channels = 0, in_h = 0, in_w = 0;
@@ -57,7 +55,7 @@ class ConvKernelCpu {
   std::int64_t m_padded_ = 0;         // group_m_ rounded up to the micro-kernel's mr
   std::int64_t columns_ = 0;          // out_h * out_w (GEMM N)
   std::int64_t col_strips_ = 0;       // columns_ / nr, rounded up
-  std::vector<float> packed_weight_;  // groups x m_padded_ x group_k_, row strips
+  gemm::PackedBuffer packed_weight_;  // groups x m_padded_ x group_k_, row strips
   std::vector<float> bias_;           // groups x m_padded_, or empty
 
   // The input plane as im2col sees it: a 1x1 stride-1 unpadded conv reads each channel as a

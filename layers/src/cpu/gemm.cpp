@@ -11,12 +11,20 @@
 // is one FMA chain over k in the same order, so every kernel, every tile partition and every
 // thread count gives the same bits (edge tiles go through full-size buffers for that reason:
 // an element never takes a different code path because of where a partition cut).
+// Packed weights are often not in any cache (a network's weights outgrow L3), so the driver
+// tells each micro-kernel call which A tile comes next and the kernel prefetches it while it
+// computes (TileArgs::a_next): the DRAM latency then overlaps the FMAs.
 #include "cpu/gemm.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "cgr/layers/element_math.hpp"
 #include "cgr/thread_pool.hpp"
@@ -89,7 +97,10 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
   const float* a = t.a;
   const float* b = t.b;
   const std::int64_t kc = t.kc;
+  // See TileArgs::a_next. One prefetch per 2 k steps (48 bytes of A) misses no 64-byte line.
+  const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
   for (std::int64_t k = 0; k < kc; ++k) {
+    if ((k & 1) == 0) _mm_prefetch(prefetch + k * kAvx2Mr * sizeof(float), _MM_HINT_T0);
     const __m256 b0 = _mm256_loadu_ps(b);
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
@@ -145,7 +156,10 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
   const float* a = t.a;
   const float* b = t.b;
   const std::int64_t kc = t.kc;
+  // See TileArgs::a_next; 2 k steps of A are one 64-byte line.
+  const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
   for (std::int64_t k = 0; k < kc; ++k) {
+    if ((k & 1) == 0) _mm_prefetch(prefetch + k * kAvx512Mr * sizeof(float), _MM_HINT_T0);
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 8
@@ -250,6 +264,22 @@ void set_kernel_override(const MicroKernel* kernel) {
   g_override.store(kernel, std::memory_order_release);
 }
 
+PackedBuffer::PackedBuffer(std::size_t count) : size_(count) {
+  if (count == 0) return;
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  const std::size_t bytes = count * sizeof(float);
+  const std::size_t align = bytes >= kHugePage ? kHugePage : 64;
+  data_ = std::unique_ptr<float[], AlignedFree>(
+      static_cast<float*>(::operator new (bytes, std::align_val_t{align})), AlignedFree{align});
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Advice only: without THP (or with it off) the pages stay small. Only whole huge pages
+  // are advised; a partial last one stays as it is.
+  if (align == kHugePage) madvise(data_.get(), bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+#endif
+  // Touches the pages after the advice, so they are faulted in huge.
+  std::memset(data_.get(), 0, bytes);
+}
+
 void pack_a(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t mr,
             float* dst) {
   for (std::int64_t row0 = 0; row0 < m; row0 += mr) {
@@ -299,6 +329,18 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
         for (std::int64_t is = ic; is < ic_end; ++is) {
           const std::int64_t row0 = is * mr;
           t.a = p.a + (is * p.k + pc) * mr;
+          // The A tile this loop nest runs next: the next row strip; after the last one, the
+          // block's first strip again (cached already) unless this was the last column
+          // strip, then the next block or pass.
+          std::int64_t next_is = is + 1, next_pc = pc;
+          if (next_is == ic_end) {
+            next_is = ic;
+            if (js + 1 == ns1) {
+              next_is = ic_end < ms1 ? ic_end : ms0;
+              next_pc = ic_end < ms1 ? pc : pc + kKc;
+            }
+          }
+          t.a_next = next_pc < p.k ? p.a + (next_is * p.k + next_pc) * mr : nullptr;
           t.c = p.c + row0 * p.ldc + col0;
           t.row_bias = p.row_bias ? p.row_bias + row0 : nullptr;
           t.residual = p.residual ? p.residual + row0 * p.ldr + col0 : nullptr;

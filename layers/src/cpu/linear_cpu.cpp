@@ -37,7 +37,7 @@ LinearKernelCpu::LinearKernelCpu(std::int64_t in_features, std::int64_t out_feat
     fail("linear: bias has {} values, expected {}", bias.size(), out_features);
   }
   const std::int64_t padded = gemm::round_up(out_features, kernel_->nr);
-  packed_weight_.resize(static_cast<std::size_t>(in_features * padded));
+  packed_weight_ = gemm::PackedBuffer(static_cast<std::size_t>(in_features * padded));
   gemm::pack_b_transposed(weight.data(), in_features, out_features, in_features, kernel_->nr,
                           packed_weight_.data());
   if (!bias.empty()) {

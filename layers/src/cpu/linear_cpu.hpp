@@ -5,15 +5,13 @@
 #include <span>
 #include <vector>
 
+#include "cpu/gemm.hpp"
+
 namespace cgr {
 class ThreadPool;
 }
 
 namespace cgr::cpu {
-
-namespace gemm {
-struct MicroKernel;
-}
 
 class LinearKernelCpu {
  public:
@@ -33,7 +31,7 @@ class LinearKernelCpu {
   std::int64_t in_features_ = 0;
   std::int64_t out_features_ = 0;
   const gemm::MicroKernel* kernel_ = nullptr;
-  std::vector<float> packed_weight_;  // Wᵀ in the GEMM's column strips
+  gemm::PackedBuffer packed_weight_;  // Wᵀ in the GEMM's column strips
   std::vector<float> bias_;           // padded to whole strips, or empty
 };
 

@@ -16,6 +16,8 @@ class AddConstant final : public Layer {
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
+  // The constant broadcast to the output's shape (what both kernels add elementwise).
+  std::vector<float> expanded(std::span<const float> constant) const;
 
   // --- GPU emission (CUDA executor): elementwise kernel over the pre-broadcast constant. ---
 

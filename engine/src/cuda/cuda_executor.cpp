@@ -1,0 +1,507 @@
+// CUDA executor: graph construction and replay (see cuda_executor.hpp for the modes).
+#if defined(CGR_HAVE_CUDA)
+
+#include "cuda/cuda_executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "cgr/error.hpp"
+#include "cuda/gpu_op.hpp"
+#include "cuda/kernels.hpp"
+#include "cuda/resources.hpp"
+
+namespace cgr::cuda {
+namespace {
+
+// The graph level of an op: -1 for the top-level graph, k for the body of exit k's IF node
+// (the innermost exit that gates it; gated sets are nested, so that is the highest bit).
+int level_of(std::uint32_t gate_mask) {
+  if (gate_mask == 0) return -1;
+  int level = -1;
+  for (int k = 0; k < 32; ++k) {
+    if (gate_mask & (1u << k)) level = k;
+  }
+  return level;
+}
+
+}  // namespace
+
+struct CudaContext::State {
+  std::shared_ptr<const detail::EngineImpl> engine;
+  const detail::EngineImpl& impl() const { return *engine; }
+  bool early = false;
+
+  DeviceMemory arena;
+  DeviceMemory fired_device;                       // int per exit
+  PinnedMemory input_staging, output_staging;      // engine input/output order, packed
+  PinnedMemory fired_host, confidence_host;        // int per exit; batch floats per exit
+  std::vector<std::size_t> input_offsets, output_offsets, confidence_offsets;
+  std::vector<float*> values;                      // device pointer per engine value
+  std::vector<std::vector<const float*>> op_inputs;
+  Stream stream;
+  CudnnHandle cudnn;
+  CublasHandle cublas;
+  std::vector<int> levels;                         // per op
+  std::vector<bool> critical;                      // per op: on a longest dependency chain
+  int greatest_priority = 0;
+
+  Graph full_graph, compute_graph;
+  GraphExec full_exec, compute_exec;
+  std::map<cudaGraphNode_t, int> top_level_op;     // full graph's top-level nodes -> op (-1: copy)
+  std::vector<char> executed;
+
+  LibraryHandles handles() const { return {cudnn.get(), cublas.get()}; }
+  int* fired_flag(std::size_t exit) const { return static_cast<int*>(fired_device.get()) + exit; }
+  int* fired_host_flags() const { return static_cast<int*>(fired_host.get()); }
+  float* confidence_copy(std::size_t exit) const {
+    return static_cast<float*>(confidence_host.get()) + confidence_offsets[exit];
+  }
+
+  // Enqueues one op; the exit decision is the executor's own (its flag and handle are per
+  // context).
+  void enqueue_op(int index, cudaStream_t s, bool set_condition, cudaGraphConditionalHandle handle) const {
+    const auto& op = impl().ops[static_cast<std::size_t>(index)];
+    const int exit = impl().decision_exit[static_cast<std::size_t>(index)];
+    if (exit >= 0) {
+      const auto& plan = impl().exits[static_cast<std::size_t>(exit)];
+      CGR_CUDA_CHECK(cuda_kernels::exit_decision(
+          values[static_cast<std::size_t>(plan.logits_value)], values[static_cast<std::size_t>(op.output)],
+          fired_flag(static_cast<std::size_t>(exit)), plan.batch, plan.classes, impl().options.threshold,
+          set_condition, handle, s));
+      return;
+    }
+    GpuBuffers buffers;
+    buffers.inputs = op_inputs[static_cast<std::size_t>(index)];
+    buffers.output = values[static_cast<std::size_t>(op.output)];
+    buffers.workspace = op.workspace >= 0 ? values[static_cast<std::size_t>(op.workspace)] : nullptr;
+    op.gpu->enqueue(s, buffers, handles());
+  }
+
+  void copy_inputs(cudaStream_t s) const {
+    for (std::size_t i = 0; i < impl().input_values.size(); ++i) {
+      const int v = impl().input_values[i];
+      CGR_CUDA_CHECK(cudaMemcpyAsync(values[static_cast<std::size_t>(v)],
+                                     static_cast<char*>(input_staging.get()) + input_offsets[i],
+                                     impl().values[static_cast<std::size_t>(v)].bytes,
+                                     cudaMemcpyHostToDevice, s));
+    }
+  }
+
+  void copy_output(std::size_t output, cudaStream_t s) const {
+    const int v = impl().output_values[output];
+    CGR_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(output_staging.get()) + output_offsets[output],
+                                   values[static_cast<std::size_t>(v)],
+                                   impl().values[static_cast<std::size_t>(v)].bytes,
+                                   cudaMemcpyDeviceToHost, s));
+  }
+
+  void copy_exit(std::size_t exit, cudaStream_t s) const {
+    const auto& plan = impl().exits[exit];
+    CGR_CUDA_CHECK(cudaMemcpyAsync(fired_host_flags() + exit, fired_flag(exit), sizeof(int),
+                                   cudaMemcpyDeviceToHost, s));
+    CGR_CUDA_CHECK(cudaMemcpyAsync(confidence_copy(exit), values[static_cast<std::size_t>(plan.confidence_value)],
+                                   static_cast<std::size_t>(plan.batch) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s));
+  }
+
+  // Output copies that follow op `index` (its value is an output; its decision's flags).
+  void copies_after(int index, cudaStream_t s) const {
+    const auto& op = impl().ops[static_cast<std::size_t>(index)];
+    for (std::size_t o = 0; o < impl().output_values.size(); ++o) {
+      if (impl().output_values[o] == op.output) copy_output(o, s);
+    }
+    const int exit = impl().decision_exit[static_cast<std::size_t>(index)];
+    if (exit >= 0) copy_exit(static_cast<std::size_t>(exit), s);
+  }
+
+  void reset_host_flags() const {
+    for (std::size_t k = 0; k < impl().exits.size(); ++k) fired_host_flags()[k] = -1;  // did not run
+  }
+
+  // --- eager -------------------------------------------------------------------------------
+
+  void run_eager(bool copies) {
+    cudaStream_t s = stream.get();
+    reset_host_flags();
+    executed.assign(impl().ops.size(), 0);
+    if (copies) copy_inputs(s);
+    std::uint32_t fired = 0;
+    for (int index : impl().graph.topological_order()) {
+      const auto i = static_cast<std::size_t>(index);
+      if (impl().gate_masks[i] & fired) continue;
+      enqueue_op(index, s, false, 0);
+      executed[i] = 1;
+      if (copies) copies_after(index, s);
+      const int exit = impl().decision_exit[i];
+      if (early && exit >= 0) {
+        // The eager baseline decides on the host, as a Python `if confidence > t:` would.
+        if (!copies) copy_exit(static_cast<std::size_t>(exit), s);
+        CGR_CUDA_CHECK(cudaStreamSynchronize(s));
+        if (fired_host_flags()[exit] == 1) fired |= 1u << exit;
+      }
+    }
+  }
+
+  // --- graphs ------------------------------------------------------------------------------
+
+  struct Builder {
+    State& s;
+    bool copies;
+    bool serialize;
+    std::vector<cudaGraph_t> graphs;                    // level + 1 -> graph
+    std::vector<std::set<cudaGraphNode_t>> known;       // nodes seen per graph
+    std::vector<std::vector<cudaGraphNode_t>> tails;    // per op
+    std::vector<cudaGraphNode_t> input_tails;           // input copies (top level)
+    std::vector<std::vector<cudaGraphNode_t>> chain;    // serialize: last nodes per level
+    std::vector<cudaGraphConditionalHandle> handles;    // per exit
+    std::map<cudaGraphNode_t, int>* top_level_op = nullptr;
+
+    // Captures `work` into graph `g` after `deps`; returns the captured tail nodes and marks
+    // new kernel nodes of critical-path ops with the highest priority.
+    template <typename Work>
+    std::vector<cudaGraphNode_t> capture(int level, const std::vector<cudaGraphNode_t>& deps, int op, Work work) {
+      cudaGraph_t g = graphs[static_cast<std::size_t>(level + 1)];
+      cudaStream_t st = s.stream.get();
+      CGR_CUDA_CHECK(cudaStreamBeginCaptureToGraph(st, g, deps.data(), nullptr, deps.size(),
+                                                   cudaStreamCaptureModeThreadLocal));
+      try {
+        work(st);
+      } catch (...) {
+        cudaGraph_t ignored = nullptr;
+        (void)cudaStreamEndCapture(st, &ignored);
+        throw;
+      }
+      cudaStreamCaptureStatus status{};
+      const cudaGraphNode_t* tail = nullptr;
+      std::size_t count = 0;
+      CGR_CUDA_CHECK(cudaStreamGetCaptureInfo(st, &status, nullptr, nullptr, &tail, nullptr, &count));
+      std::vector<cudaGraphNode_t> result(tail, tail + count);
+      cudaGraph_t captured = nullptr;
+      CGR_CUDA_CHECK(cudaStreamEndCapture(st, &captured));
+      // The nodes this capture added.
+      std::size_t total = 0;
+      CGR_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &total));
+      std::vector<cudaGraphNode_t> nodes(total);
+      CGR_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &total));
+      auto& seen = known[static_cast<std::size_t>(level + 1)];
+      for (cudaGraphNode_t node : nodes) {
+        if (!seen.insert(node).second) continue;
+        if (level == -1 && top_level_op != nullptr) (*top_level_op)[node] = op;
+        if (op >= 0 && s.critical[static_cast<std::size_t>(op)]) {
+          cudaGraphNodeType type{};
+          CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+          if (type == cudaGraphNodeTypeKernel) {
+            cudaLaunchAttributeValue value{};
+            value.priority = s.greatest_priority;
+            CGR_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributePriority, &value));
+          }
+        }
+      }
+      if (serialize) chain[static_cast<std::size_t>(level + 1)] = result;
+      return result;
+    }
+
+    std::vector<cudaGraphNode_t> op_deps(int op, int level) const {
+      if (serialize) return chain[static_cast<std::size_t>(level + 1)];
+      std::vector<cudaGraphNode_t> deps;
+      for (int pred : s.impl().graph.predecessors(op)) {
+        if (s.levels[static_cast<std::size_t>(pred)] == level) {
+          const auto& t = tails[static_cast<std::size_t>(pred)];
+          deps.insert(deps.end(), t.begin(), t.end());
+        }
+      }
+      if (level == -1 && reads_input(op)) deps.insert(deps.end(), input_tails.begin(), input_tails.end());
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      return deps;
+    }
+
+    bool reads_input(int op) const {
+      for (int v : s.impl().ops[static_cast<std::size_t>(op)].inputs) {
+        if (s.impl().values[static_cast<std::size_t>(v)].producer < 0) return true;
+      }
+      return false;
+    }
+
+    // Adds exit k's IF node to the graph of level k-1; its body becomes the level-k graph.
+    void add_if_node(int k) {
+      const auto& impl = s.impl();
+      const int parent = k - 1;
+      std::vector<cudaGraphNode_t> deps;
+      if (serialize) {
+        deps = chain[static_cast<std::size_t>(parent + 1)];
+      } else {
+        const auto& d = tails[static_cast<std::size_t>(impl.exits[static_cast<std::size_t>(k)].decision_op)];
+        deps.insert(deps.end(), d.begin(), d.end());
+        for (int op = 0; op < impl.graph.op_count(); ++op) {
+          if (s.levels[static_cast<std::size_t>(op)] < k) continue;
+          for (int pred : impl.graph.predecessors(op)) {
+            if (s.levels[static_cast<std::size_t>(pred)] == parent) {
+              const auto& t = tails[static_cast<std::size_t>(pred)];
+              deps.insert(deps.end(), t.begin(), t.end());
+            }
+          }
+          if (parent == -1 && reads_input(op)) deps.insert(deps.end(), input_tails.begin(), input_tails.end());
+        }
+        std::sort(deps.begin(), deps.end());
+        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      }
+      cudaGraphNodeParams params{};  // unused bytes must be zero
+      params.type = cudaGraphNodeTypeConditional;
+      params.conditional.handle = handles[static_cast<std::size_t>(k)];
+      params.conditional.type = cudaGraphCondTypeIf;
+      params.conditional.size = 1;
+      cudaGraphNode_t node = nullptr;
+      cudaGraph_t g = graphs[static_cast<std::size_t>(parent + 1)];
+      CGR_CUDA_CHECK(cudaGraphAddNode(&node, g, deps.data(), nullptr, deps.size(), &params));
+      known[static_cast<std::size_t>(parent + 1)].insert(node);
+      if (parent == -1 && top_level_op != nullptr) (*top_level_op)[node] = -2;
+      if (serialize) chain[static_cast<std::size_t>(parent + 1)] = {node};
+      graphs.push_back(params.conditional.phGraph_out[0]);
+      known.emplace_back();
+      chain.emplace_back();
+    }
+
+    Graph build() {
+      const auto& impl = s.impl();
+      cudaGraph_t root = nullptr;
+      CGR_CUDA_CHECK(cudaGraphCreate(&root, 0));
+      Graph owned(root);
+      graphs = {root};
+      known = {{}};
+      chain = {{}};
+      tails.assign(impl.ops.size(), {});
+      handles.assign(impl.exits.size(), 0);
+      if (copies) input_tails = capture(-1, {}, -1, [&](cudaStream_t st) { s.copy_inputs(st); });
+      int max_level = -1;
+      for (int l : s.levels) max_level = std::max(max_level, l);
+      for (int level = -1; level <= max_level; ++level) {
+        if (level >= 0) add_if_node(level);
+        for (int op : impl.graph.topological_order()) {
+          if (s.levels[static_cast<std::size_t>(op)] != level) continue;
+          const int exit = impl.decision_exit[static_cast<std::size_t>(op)];
+          const bool conditional = exit >= 0 && s.early;
+          if (conditional) {
+            // Default 0 at every launch: the body runs only when the decision sets 1.
+            CGR_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handles[static_cast<std::size_t>(exit)],
+                                                            graphs[static_cast<std::size_t>(level + 1)], 0,
+                                                            cudaGraphCondAssignDefault));
+          }
+          tails[static_cast<std::size_t>(op)] = capture(level, op_deps(op, level), op, [&](cudaStream_t st) {
+            s.enqueue_op(op, st, conditional, conditional ? handles[static_cast<std::size_t>(exit)] : 0);
+          });
+          if (copies) {
+            const auto& t = tails[static_cast<std::size_t>(op)];
+            capture(level, t, -1, [&](cudaStream_t st) { s.copies_after(op, st); });
+          }
+        }
+      }
+      return owned;
+    }
+  };
+
+  // Builds (once) and instantiates the graph of this mode, with or without the copies.
+  void ensure_graph(bool copies) {
+    GraphExec& exec = copies ? full_exec : compute_exec;
+    if (exec) return;
+    Graph graph;
+    const Mode mode = impl().options.mode;
+    if (mode == Mode::stream_graph && !early) {
+      // One stream, program order: what torch.cuda.graph records.
+      cudaStream_t st = stream.get();
+      CGR_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      try {
+        if (copies) copy_inputs(st);
+        for (int op : impl().graph.topological_order()) {
+          enqueue_op(op, st, false, 0);
+          if (copies) copies_after(op, st);
+        }
+      } catch (...) {
+        cudaGraph_t ignored = nullptr;
+        (void)cudaStreamEndCapture(st, &ignored);
+        throw;
+      }
+      cudaGraph_t captured = nullptr;
+      CGR_CUDA_CHECK(cudaStreamEndCapture(st, &captured));
+      graph = Graph(captured);
+    } else {
+      Builder builder{*this, copies, mode == Mode::stream_graph, {}, {}, {}, {}, {}, {}, copies ? &top_level_op : nullptr};
+      graph = builder.build();
+    }
+    cudaGraphExec_t instance = nullptr;
+    CGR_CUDA_CHECK(cudaGraphInstantiate(&instance, graph.get(), cudaGraphInstantiateFlagUseNodePriority));
+    exec = GraphExec(instance);
+    (copies ? full_graph : compute_graph) = std::move(graph);
+  }
+};
+
+CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.engine = std::move(engine);
+  const auto& impl = s.impl();
+  s.early = impl.options.exits == ExitPolicy::early;
+  s.stream = create_stream();
+  cudnnHandle_t cudnn = nullptr;
+  CGR_CUDNN_CHECK(cudnnCreate(&cudnn));
+  s.cudnn = CudnnHandle(cudnn);
+  cublasHandle_t cublas = nullptr;
+  CGR_CUBLAS_CHECK(cublasCreate(&cublas));
+  s.cublas = CublasHandle(cublas);
+  CGR_CUBLAS_CHECK(cublasSetMathMode(cublas, impl.options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                     : CUBLAS_PEDANTIC_MATH));
+  int least = 0, greatest = 0;
+  CGR_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  s.greatest_priority = greatest;
+
+  s.arena = allocate_device(impl.plan.arena_bytes);
+  s.values.assign(impl.values.size(), nullptr);
+  for (std::size_t v = 0; v < impl.values.size(); ++v) {
+    if (impl.values[v].producer >= 0 || impl.values[v].pinned) {
+      s.values[v] = reinterpret_cast<float*>(static_cast<char*>(s.arena.get()) + impl.values[v].offset);
+    }
+  }
+  for (const auto& op : impl.ops) {
+    std::vector<const float*> inputs;
+    for (int v : op.inputs) inputs.push_back(s.values[static_cast<std::size_t>(v)]);
+    s.op_inputs.push_back(std::move(inputs));
+  }
+  std::size_t in_bytes = 0, out_bytes = 0, conf_floats = 0;
+  for (int v : impl.input_values) {
+    s.input_offsets.push_back(in_bytes);
+    in_bytes += (impl.values[static_cast<std::size_t>(v)].bytes + 63) / 64 * 64;
+  }
+  for (int v : impl.output_values) {
+    s.output_offsets.push_back(out_bytes);
+    out_bytes += (impl.values[static_cast<std::size_t>(v)].bytes + 63) / 64 * 64;
+  }
+  for (const auto& plan : impl.exits) {
+    s.confidence_offsets.push_back(conf_floats);
+    conf_floats += static_cast<std::size_t>(plan.batch);
+  }
+  s.input_staging = allocate_pinned(std::max<std::size_t>(in_bytes, 64));
+  s.output_staging = allocate_pinned(std::max<std::size_t>(out_bytes, 64));
+  s.fired_host = allocate_pinned(std::max<std::size_t>(impl.exits.size(), 1) * sizeof(int));
+  s.confidence_host = allocate_pinned(std::max<std::size_t>(conf_floats, 1) * sizeof(float));
+  s.fired_device = allocate_device(std::max<std::size_t>(impl.exits.size(), 1) * sizeof(int));
+
+  s.levels.resize(impl.ops.size());
+  for (std::size_t op = 0; op < impl.ops.size(); ++op) s.levels[op] = s.early ? level_of(impl.gate_masks[op]) : -1;
+  // Critical path: ops whose longest chain through them is the graph's longest.
+  const int n = impl.graph.op_count();
+  std::vector<int> top(static_cast<std::size_t>(n), 1), bottom(static_cast<std::size_t>(n), 1);
+  const auto& order = impl.graph.topological_order();
+  for (int op : order)
+    for (int succ : impl.graph.successors(op)) top[static_cast<std::size_t>(succ)] = std::max(top[static_cast<std::size_t>(succ)], top[static_cast<std::size_t>(op)] + 1);
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    for (int succ : impl.graph.successors(*it)) bottom[static_cast<std::size_t>(*it)] = std::max(bottom[static_cast<std::size_t>(*it)], bottom[static_cast<std::size_t>(succ)] + 1);
+  s.critical.resize(static_cast<std::size_t>(n));
+  for (int op = 0; op < n; ++op) s.critical[static_cast<std::size_t>(op)] = top[static_cast<std::size_t>(op)] + bottom[static_cast<std::size_t>(op)] - 1 == impl.graph.critical_path_length();
+
+  // One eager run first: cuDNN and cuBLAS initialise lazily, which must not happen under capture.
+  s.run_eager(false);
+  CGR_CUDA_CHECK(cudaStreamSynchronize(s.stream.get()));
+  if (impl.options.mode != Mode::eager) s.ensure_graph(true);
+}
+
+CudaContext::~CudaContext() = default;
+
+float* CudaContext::host_input(std::size_t input) const {
+  return reinterpret_cast<float*>(static_cast<char*>(state_->input_staging.get()) + state_->input_offsets[input]);
+}
+
+float* CudaContext::host_output(std::size_t output) const {
+  return reinterpret_cast<float*>(static_cast<char*>(state_->output_staging.get()) + state_->output_offsets[output]);
+}
+
+void* CudaContext::device_value(int value) const { return state_->values[static_cast<std::size_t>(value)]; }
+
+void CudaContext::run() {
+  State& s = *state_;
+  if (s.impl().options.mode == Mode::eager) {
+    s.run_eager(true);
+  } else {
+    s.reset_host_flags();
+    s.ensure_graph(true);
+    CGR_CUDA_CHECK(cudaGraphLaunch(s.full_exec.get(), s.stream.get()));
+  }
+  // The one synchronisation of an inference, after the final copy-out.
+  CGR_CUDA_CHECK(cudaStreamSynchronize(s.stream.get()));
+  if (s.impl().options.mode != Mode::eager) s.executed = executed_ops();
+}
+
+void CudaContext::launch_device(cudaStream_t stream) {
+  State& s = *state_;
+  if (s.impl().options.mode == Mode::eager) fail("the device-resident launch needs a graph mode (dag or stream-graph)");
+  s.ensure_graph(false);
+  CGR_CUDA_CHECK(cudaGraphLaunch(s.compute_exec.get(), stream));
+}
+
+std::vector<char> CudaContext::fired_exits() const {
+  std::vector<char> fired;
+  for (std::size_t k = 0; k < state_->impl().exits.size(); ++k) fired.push_back(state_->fired_host_flags()[k] == 1);
+  return fired;
+}
+
+std::vector<char> CudaContext::executed_ops() const {
+  const State& s = *state_;
+  if (s.impl().options.mode == Mode::eager) return s.executed;
+  // In the graph modes an op ran unless an exit that gates it fired; an exit whose decision
+  // did not run left its host flag at -1.
+  std::uint32_t fired = 0;
+  for (std::size_t k = 0; k < s.impl().exits.size(); ++k) {
+    if (s.early && s.fired_host_flags()[k] == 1) fired |= 1u << k;
+  }
+  std::vector<char> executed(s.impl().ops.size());
+  for (std::size_t op = 0; op < executed.size(); ++op) executed[op] = (s.impl().gate_masks[op] & fired) == 0;
+  return executed;
+}
+
+const float* CudaContext::exit_confidence(std::size_t exit) const { return state_->confidence_copy(exit); }
+
+void CudaContext::dump_graph_dot(const std::string& path) {
+  State& s = *state_;
+  if (s.impl().options.mode == Mode::eager) fail("mode eager has no CUDA graph to dump");
+  s.ensure_graph(true);
+  CGR_CUDA_CHECK(cudaGraphDebugDotPrint(s.full_graph.get(), path.c_str(), cudaGraphDebugDotFlagsVerbose));
+}
+
+GraphReport CudaContext::graph_report() {
+  State& s = *state_;
+  GraphReport report;
+  if (s.impl().options.mode == Mode::eager) return report;
+  s.ensure_graph(true);
+  cudaGraph_t g = s.full_graph.get();
+  CGR_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &report.nodes));
+  CGR_CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &report.edges));
+  std::vector<cudaGraphNode_t> from(report.edges), to(report.edges);
+  CGR_CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), nullptr, &report.edges));
+  for (const auto& [node, op] : s.top_level_op) report.conditional_nodes += op == -2 ? 1 : 0;
+  std::set<std::pair<int, int>> found, expected;
+  for (std::size_t e = 0; e < from.size(); ++e) {
+    const auto a = s.top_level_op.find(from[e]), b = s.top_level_op.find(to[e]);
+    if (a == s.top_level_op.end() || b == s.top_level_op.end()) continue;
+    if (a->second >= 0 && b->second >= 0 && a->second != b->second) found.insert({a->second, b->second});
+  }
+  for (const Edge& edge : s.impl().graph.edges()) {
+    if (s.levels[static_cast<std::size_t>(edge.from)] == -1 && s.levels[static_cast<std::size_t>(edge.to)] == -1) {
+      expected.insert({edge.from, edge.to});
+    }
+  }
+  report.op_edges_expected = expected.size();
+  report.op_edges_found = found.size();
+  const auto& ops = s.impl().ops;
+  for (const auto& [a, b] : expected) {
+    if (!found.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} missing", ops[static_cast<std::size_t>(a)].name, ops[static_cast<std::size_t>(b)].name));
+  }
+  for (const auto& [a, b] : found) {
+    if (!expected.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} unexpected", ops[static_cast<std::size_t>(a)].name, ops[static_cast<std::size_t>(b)].name));
+  }
+  return report;
+}
+
+}  // namespace cgr::cuda
+
+#endif  // CGR_HAVE_CUDA

@@ -1,0 +1,75 @@
+// The CUDA executor of one execution context: its device arena, pinned staging buffers,
+// library handles, stream, and the instantiated graphs it replays.
+//
+// Modes (EngineOptions::mode):
+//   dag           an explicitly built cudaGraph_t: each op is captured into the graph with
+//                 cudaStreamBeginCaptureToGraph against exactly its dependency nodes, so the
+//                 edges are the IR's reduced edges. With ExitPolicy::early, what exit k gates
+//                 sits in the body of a conditional IF node that exit k's decision kernel sets
+//                 (nested per exit): no host synchronisation before the final copy-out.
+//   stream-graph  the ops launched in topological order on one stream, captured (what
+//                 torch.cuda.graph gives); with early exits the same conditional structure,
+//                 serialised.
+//   eager         the ops launched one by one on one stream, no graph; early exits are decided
+//                 on the host after each decision (a synchronisation each, as in PyTorch).
+// A graph replays one inference at a time: contexts (each with its own arena and graph) run
+// in parallel.
+#pragma once
+
+#if defined(CGR_HAVE_CUDA)
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine_impl.hpp"
+
+namespace cgr::cuda {
+
+struct GraphReport {
+  std::size_t nodes = 0;             // in the top-level graph
+  std::size_t edges = 0;
+  std::size_t conditional_nodes = 0;
+  // Op-to-op dependencies found among the top-level nodes versus the IR's reduced edges
+  // between top-level ops; equal when the graph carries exactly the data's dependencies.
+  std::size_t op_edges_expected = 0;
+  std::size_t op_edges_found = 0;
+  std::vector<std::string> mismatches;  // "a -> b missing" / "a -> b unexpected"
+};
+
+class CudaContext {
+ public:
+  explicit CudaContext(std::shared_ptr<const detail::EngineImpl> engine);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  float* host_input(std::size_t input) const;    // pinned staging, engine input order
+  float* host_output(std::size_t output) const;  // pinned staging, engine output order
+  void* device_value(int value) const;           // inside the device arena
+
+  // Copies the staged inputs in, runs, copies the outputs back; one graph launch in the graph
+  // modes, then one stream synchronisation.
+  void run();
+  // Device-resident path: launches the compute-only graph (no copies) on `stream`; the inputs
+  // must be in device_value(...) already. Does not synchronise.
+  void launch_device(cudaStream_t stream);
+
+  // After run(): per op whether it ran, per exit whether it fired (from the device flags).
+  std::vector<char> executed_ops() const;
+  std::vector<char> fired_exits() const;
+  const float* exit_confidence(std::size_t exit) const;  // pinned copy, batch values
+
+  void dump_graph_dot(const std::string& path);
+  GraphReport graph_report();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cgr::cuda
+
+#endif  // CGR_HAVE_CUDA

@@ -1,0 +1,54 @@
+// Transpose (any permutation of up to 8 dims): y[index] = x[sum_d index[d] * source_strides[d]]
+// over the output's dims, the CPU's gather.
+//
+// A thread per output float: stores are coalesced, loads are gathered with the permuted
+// strides. CNNs transpose rarely and small tensors (an imported channel shuffle), so a
+// shared-memory tiled transpose is not worth its code yet. The dims loop is unrolled over the
+// fixed 8 slots so the geometry stays in kernel parameter space rather than local memory.
+// Exact: a copy.
+#include "kernels.hpp"
+#include "launch.cuh"
+
+namespace cgr::cuda_kernels {
+namespace {
+
+constexpr int kMaxRank = 8;
+
+template <typename Index>
+__global__ void transpose_kernel(const float* x, float* y, TransposeGeometry g, Index total) {
+  for (Index i = detail::first_index<Index>(); i < total; i += detail::grid_stride<Index>()) {
+    Index rest = i, source = 0;
+#pragma unroll
+    for (int d = kMaxRank - 1; d >= 0; --d) {
+      if (d < g.rank) {
+        const auto dim = static_cast<Index>(g.out_dims[d]);
+        source += (rest % dim) * static_cast<Index>(g.source_strides[d]);
+        rest /= dim;
+      }
+    }
+    y[i] = x[source];
+  }
+}
+
+}  // namespace
+
+cudaError_t transpose(const float* x, float* y, const TransposeGeometry& g, cudaStream_t stream) {
+  if (g.rank < 1 || g.rank > kMaxRank) return cudaErrorInvalidValue;
+  std::int64_t total = 1;
+  for (int d = 0; d < g.rank; ++d) {
+    if (g.out_dims[d] < 0 || g.source_strides[d] < 0) return cudaErrorInvalidValue;
+    total *= g.out_dims[d];
+  }
+  if (total == 0) return cudaSuccess;
+  const unsigned blocks = detail::blocks_for(total);
+  // A permutation reads as many floats as it writes, so `total` bounds the source index too.
+  if (detail::fits_int32({total})) {
+    transpose_kernel<std::int32_t>
+        <<<blocks, detail::kThreads, 0, stream>>>(x, y, g, static_cast<std::int32_t>(total));
+  } else {
+    transpose_kernel<std::int64_t><<<blocks, detail::kThreads, 0, stream>>>(x, y, g, total);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace cgr::cuda_kernels

@@ -323,7 +323,8 @@ void ExecutionContext::dump_cuda_graph_dot(const std::string& path) {
 CudaGraphReport ExecutionContext::cuda_graph_report() {
 #if defined(CGR_HAVE_CUDA)
   const cuda::GraphReport r = cuda_of(*state_, "cuda_graph_report").graph_report();
-  return {r.nodes, r.edges, r.conditional_nodes, r.op_edges_expected, r.op_edges_found, r.mismatches};
+  return {r.nodes, r.edges, r.conditional_nodes, r.op_edges_expected, r.op_edges_found,
+          r.mismatches, r.last_run_launches, r.last_run_synchronizations};
 #else
   no_cuda("cuda_graph_report");
 #endif

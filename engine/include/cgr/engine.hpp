@@ -57,6 +57,8 @@ struct CudaGraphReport {
   std::size_t nodes = 0, edges = 0, conditional_nodes = 0;
   std::size_t op_edges_expected = 0, op_edges_found = 0;
   std::vector<std::string> mismatches;  // empty: the graph's op-to-op edges are the IR's
+  int last_run_launches = 0;            // host work of the last run(): graph launches
+  int last_run_synchronizations = 0;    // and stream synchronisations
 };
 
 using NamedInputs = std::vector<std::pair<std::string, TensorView>>;

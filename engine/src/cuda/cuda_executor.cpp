@@ -52,6 +52,7 @@ struct CudaContext::State {
   GraphExec full_exec, compute_exec;
   std::map<cudaGraphNode_t, int> top_level_op;     // full graph's top-level nodes -> op (-1: copy)
   std::vector<char> executed;
+  int launches = 0, synchronizations = 0;  // of the last run
 
   LibraryHandles handles() const { return {cudnn.get(), cublas.get()}; }
   int* fired_flag(std::size_t exit) const { return static_cast<int*>(fired_device.get()) + exit; }
@@ -140,6 +141,7 @@ struct CudaContext::State {
         // The eager baseline decides on the host, as a Python `if confidence > t:` would.
         if (!copies) copy_exit(static_cast<std::size_t>(exit), s);
         CGR_CUDA_CHECK(cudaStreamSynchronize(s));
+        ++synchronizations;
         if (fired_host_flags()[exit] == 1) fired |= 1u << exit;
       }
     }
@@ -420,15 +422,18 @@ void* CudaContext::device_value(int value) const { return state_->values[static_
 
 void CudaContext::run() {
   State& s = *state_;
+  s.launches = s.synchronizations = 0;
   if (s.impl().options.mode == Mode::eager) {
     s.run_eager(true);
   } else {
     s.reset_host_flags();
     s.ensure_graph(true);
     CGR_CUDA_CHECK(cudaGraphLaunch(s.full_exec.get(), s.stream.get()));
+    ++s.launches;
   }
   // The one synchronisation of an inference, after the final copy-out.
   CGR_CUDA_CHECK(cudaStreamSynchronize(s.stream.get()));
+  ++s.synchronizations;
   if (s.impl().options.mode != Mode::eager) s.executed = executed_ops();
 }
 
@@ -471,6 +476,8 @@ void CudaContext::dump_graph_dot(const std::string& path) {
 GraphReport CudaContext::graph_report() {
   State& s = *state_;
   GraphReport report;
+  report.last_run_launches = s.launches;
+  report.last_run_synchronizations = s.synchronizations;
   if (s.impl().options.mode == Mode::eager) return report;
   s.ensure_graph(true);
   cudaGraph_t g = s.full_graph.get();

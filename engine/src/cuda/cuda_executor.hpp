@@ -37,6 +37,9 @@ struct GraphReport {
   std::size_t op_edges_expected = 0;
   std::size_t op_edges_found = 0;
   std::vector<std::string> mismatches;  // "a -> b missing" / "a -> b unexpected"
+  // What the last run() did on the host: graph launches and stream synchronisations.
+  int last_run_launches = 0;
+  int last_run_synchronizations = 0;
 };
 
 class CudaContext {

@@ -32,7 +32,7 @@ __global__ void exit_decision_kernel(const float* logits, float* confidence, int
   const int warps = static_cast<int>(blockDim.x) / kWarpSize;
   for (std::int64_t row = warp; row < batch; row += warps) {
     const detail::RowSoftmaxStats stats =
-        detail::warp_row_softmax_stats(logits + row * classes, classes, lane);
+        detail::warp_row_softmax_stats(logits + row * classes, classes, 1, lane);
     if (lane == 0) confidence[row] = 1.0f / stats.sum;
   }
   __syncthreads();

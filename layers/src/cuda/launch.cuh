@@ -83,12 +83,16 @@ struct RowSoftmaxStats {
 };
 
 __device__ __forceinline__ RowSoftmaxStats warp_row_softmax_stats(const float* row,
-                                                                   std::int64_t n, int lane) {
+                                                                   std::int64_t n,
+                                                                   std::int64_t stride, int lane) {
+  // Starting from -inf rather than row[0] changes nothing: nan_max(-inf, v) is v.
   float max_value = -INFINITY;
-  for (std::int64_t i = lane; i < n; i += kWarpSize) max_value = math::nan_max(max_value, row[i]);
+  for (std::int64_t i = lane; i < n; i += kWarpSize) {
+    max_value = math::nan_max(max_value, row[i * stride]);
+  }
   max_value = warp_nan_max(max_value);
   float sum = 0.0f;
-  for (std::int64_t i = lane; i < n; i += kWarpSize) sum += expf(row[i] - max_value);
+  for (std::int64_t i = lane; i < n; i += kWarpSize) sum += expf(row[i * stride] - max_value);
   return RowSoftmaxStats{max_value, warp_sum(sum)};
 }
 

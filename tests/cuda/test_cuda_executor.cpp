@@ -1,0 +1,153 @@
+// The CUDA executor against the CPU executor: every mode, every exit policy, the graph's
+// structure against the IR, the host work of one inference, parallel contexts and the
+// device-resident path. Every case skips itself where there is no CUDA device.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "cuda_check.hpp"
+#include "cuda_device.hpp"
+#include "models/random_weights.hpp"
+#include "models/resnet18.hpp"
+#include "models/resnet18_exits.hpp"
+#include "models/two_branch.hpp"
+#include "../test_support.hpp"
+
+using namespace cgr;
+
+namespace {
+
+const bool no_device = !cgr::detail::cuda_unavailable_reason().empty();
+constexpr Mode kCudaModes[] = {Mode::dag, Mode::stream_graph, Mode::eager};
+
+std::vector<float> cpu_reference(const Network& net, const Weights& w, const std::string& input,
+                                 const std::vector<float>& x, const std::string& output,
+                                 ExitPolicy exits = ExitPolicy::all) {
+  const Engine cpu = Engine::build(net, w, {.threads = 2, .exits = exits});
+  return cpu.create_context().infer({{input, x}}).output(output).to_vector();
+}
+
+}  // namespace
+
+TEST_CASE("CUDA: two-branch and ResNet-18 match the CPU executor in every mode" * doctest::skip(no_device)) {
+  struct Model {
+    Network net;
+    std::string input, output;
+    std::size_t size;
+  };
+  std::vector<Model> models;
+  models.push_back({models::two_branch({.size = 32, .width = 16}), "x", "out", 3 * 32 * 32});
+  models.push_back({models::resnet18(1, 64, 10), "image", "logits", 3 * 64 * 64});
+  for (auto& m : models) {
+    const Weights w = models::random_weights(m.net, 11);
+    const auto x = test::random_vector(m.size, 12);
+    const auto reference = cpu_reference(m.net, w, m.input, x, m.output);
+    for (Mode mode : kCudaModes) {
+      CAPTURE(to_string(mode));
+      const Engine engine = Engine::build(m.net, w, {.device = Device::cuda, .mode = mode});
+      ExecutionContext ctx = engine.create_context();
+      const auto y = ctx.infer({{m.input, x}}).output(m.output).to_vector();
+      CHECK(test::relative_error(y, reference) < 1e-4);
+      // Replays give the same answer.
+      CHECK(ctx.infer({{m.input, x}}).output(m.output).to_vector() == y);
+    }
+  }
+}
+
+TEST_CASE("CUDA dag: the graph's op edges are exactly the IR's; one launch, one sync per run" * doctest::skip(no_device)) {
+  const Network net = models::two_branch({.size = 16, .width = 8});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.device = Device::cuda, .mode = Mode::dag});
+  ExecutionContext ctx = engine.create_context();
+  (void)ctx.infer({{"x", test::random_vector(3 * 16 * 16, 1)}});
+  const CudaGraphReport report = ctx.cuda_graph_report();
+  for (const auto& m : report.mismatches) MESSAGE(m);
+  CHECK(report.mismatches.empty());
+  CHECK(report.op_edges_expected == engine.graph().edges().size());
+  CHECK(report.op_edges_found == report.op_edges_expected);
+  CHECK(report.last_run_launches == 1);
+  CHECK(report.last_run_synchronizations == 1);
+}
+
+TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above 1" * doctest::skip(no_device)) {
+  const Network net = models::resnet18_exits(1, 64, 10);
+  const Weights w = models::random_weights(net, 5);
+  const auto x = test::random_vector(3 * 64 * 64, 6);
+  const auto final_ref = cpu_reference(net, w, "image", x, "final", ExitPolicy::off);
+  const auto exit0_ref = cpu_reference(net, w, "image", x, "exit0");
+  for (Mode mode : kCudaModes) {
+    CAPTURE(to_string(mode));
+    const Engine all = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::all});
+    const Result r_all = all.create_context().infer({{"image", x}});
+    CHECK(test::relative_error(r_all.output("final").to_vector(), final_ref) < 1e-4);
+    CHECK(test::relative_error(r_all.output("exit0").to_vector(), exit0_ref) < 1e-4);
+    for (const auto& e : r_all.exits) CHECK(e.ran);
+
+    const Engine early0 = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = 0.0f});
+    ExecutionContext ctx = early0.create_context();
+    const Result r0 = ctx.infer({{"image", x}});
+    CHECK(r0.answered_by == "exit0");
+    CHECK(r0.outputs.count("final") == 0);
+    CHECK_FALSE(r0.exits[1].ran);
+    CHECK(test::relative_error(r0.output("exit0").to_vector(), exit0_ref) < 1e-4);
+    if (mode != Mode::eager) {
+      const CudaGraphReport report = ctx.cuda_graph_report();
+      CHECK(report.conditional_nodes == 1);       // exit 0's IF node; the others nest inside it
+      CHECK(report.last_run_synchronizations == 1);  // no host sync before the final copy-out
+      CHECK(report.last_run_launches == 1);
+    }
+
+    const Engine early2 = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = 2.0f});
+    const Result r2 = early2.create_context().infer({{"image", x}});
+    CHECK(r2.answered_by == "final");
+    CHECK(test::relative_error(r2.output("final").to_vector(), final_ref) < 1e-4);
+  }
+}
+
+TEST_CASE("CUDA: contexts in parallel threads share the weights and agree" * doctest::skip(no_device)) {
+  const Network net = models::two_branch({.size = 16, .width = 8});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.device = Device::cuda});
+  const auto x = test::random_vector(3 * 16 * 16, 2);
+  const auto expected = engine.create_context().infer({{"x", x}}).output("out").to_vector();
+  std::vector<int> mismatches(3, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      ExecutionContext ctx = engine.create_context();
+      for (int i = 0; i < 50; ++i) {
+        if (ctx.infer({{"x", x}}).output("out").to_vector() != expected) ++mismatches[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(mismatches == std::vector<int>{0, 0, 0});
+}
+
+TEST_CASE("CUDA device-resident path: static device buffers, a launch on the caller's stream" * doctest::skip(no_device)) {
+  const Network net = models::two_branch({.size = 16, .width = 8});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.device = Device::cuda});
+  ExecutionContext ctx = engine.create_context();
+  const auto x = test::random_vector(3 * 16 * 16, 3);
+  const auto expected = ctx.infer({{"x", x}}).output("out").to_vector();
+  std::vector<float> zeros(expected.size(), 0.0f), y(expected.size());
+  CGR_CUDA_CHECK(cudaMemcpy(ctx.device_buffer("out"), zeros.data(), zeros.size() * 4, cudaMemcpyHostToDevice));
+  CGR_CUDA_CHECK(cudaMemcpy(ctx.device_buffer("x"), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  cudaStream_t stream = nullptr;
+  CGR_CUDA_CHECK(cudaStreamCreate(&stream));
+  ctx.launch_on_device(stream);
+  CGR_CUDA_CHECK(cudaStreamSynchronize(stream));
+  CGR_CUDA_CHECK(cudaStreamDestroy(stream));
+  CGR_CUDA_CHECK(cudaMemcpy(y.data(), ctx.device_buffer("out"), y.size() * 4, cudaMemcpyDeviceToHost));
+  CHECK(y == expected);
+}
+
+TEST_CASE("CUDA: the graph dump is written" * doctest::skip(no_device)) {
+  const Network net = models::two_branch({.size = 8, .width = 4});
+  const Engine engine = Engine::build(net, models::random_weights(net), {.device = Device::cuda});
+  const std::string path = (std::filesystem::temp_directory_path() / "cgr_two_branch_graph.dot").string();
+  engine.dump_cuda_graph_dot(path);
+  CHECK(std::filesystem::file_size(path) > 100);
+  std::filesystem::remove(path);
+}

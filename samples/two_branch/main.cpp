@@ -7,14 +7,9 @@
 //              [--dot FILE]
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
-#include <cgr/engine.hpp>
-#include <fmt/format.h>
-
-#include "common/timing.hpp"
-#include "models/random_weights.hpp"
+#include "common/mode_comparison.hpp"
 #include "models/two_branch.hpp"
 
 namespace {
@@ -52,37 +47,11 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    const cgr::Device device = cgr::parse_device(device_name);
-    const cgr::Network net = cgr::models::two_branch(model);
-    const cgr::Graph graph = net.graph();
-    fmt::print("two-branch: 1x{}x{}x{} input, {} channels per conv; {} layers, critical path {}, "
-               "width {}\n",
-               model.channels, model.size, model.size, model.width, graph.op_count(),
-               graph.critical_path_length(), graph.max_width());
-    if (!dot_path.empty()) {
-      std::ofstream(dot_path) << graph.to_dot("two_branch");
-      fmt::print("DOT written to {}\n", dot_path);
-    }
-    const cgr::Weights weights = cgr::models::random_weights(net, 1);
-    const auto x = cgr::models::random_values(
-        static_cast<std::size_t>(model.channels * model.size * model.size), 2);
-    std::vector<cgr::Mode> modes{cgr::Mode::dag, cgr::Mode::eager};
-    if (device == cgr::Device::cuda) modes.insert(modes.begin() + 1, cgr::Mode::stream_graph);
-    std::vector<cgr::Engine> engines;
-    std::vector<cgr::ExecutionContext> contexts;
-    for (cgr::Mode mode : modes) {
-      engines.push_back(
-          cgr::Engine::build(net, weights, {.device = device, .mode = mode, .threads = threads}));
-      contexts.push_back(engines.back().create_context());
-      std::copy(x.begin(), x.end(), contexts.back().input_buffer("x").begin());
-    }
-    std::vector<cgr::ExecutionContext*> pointers;
-    for (auto& ctx : contexts) pointers.push_back(&ctx);
-    const auto medians = cgr::samples::interleaved_median_ms(pointers, iterations);
-    for (std::size_t k = 0; k < modes.size(); ++k) {
-      fmt::print("  {:<13} median {:9.3f} ms   ({:.2f}x dag)\n", cgr::to_string(modes[k]),
-                 medians[k], medians[k] / medians[0]);
-    }
+    cgr::samples::ModeComparison options{cgr::parse_device(device_name), threads, iterations, dot_path};
+    const std::string title = "two-branch (1x" + std::to_string(model.channels) + "x" +
+                              std::to_string(model.size) + "x" + std::to_string(model.size) +
+                              ", " + std::to_string(model.width) + " channels per conv)";
+    cgr::samples::compare_modes(cgr::models::two_branch(model), title, options);
   } catch (const cgr::Error& e) {
     std::fprintf(stderr, "two_branch: %s\n", e.what());
     return 1;

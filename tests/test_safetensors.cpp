@@ -23,6 +23,7 @@ using namespace cgr;
 using namespace std::string_literals;
 using namespace std::string_view_literals;
 using cgr::test::error_message;
+using cgr::test::TempDir;
 
 namespace {
 
@@ -72,21 +73,6 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && a.bytes().size() == b.bytes().size() &&
          std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin());
 }
-
-// A unique directory under the system temp directory, removed with everything in it.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::random_device random;
-    path = std::filesystem::temp_directory_path() /
-           ("cgr-test-safetensors-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
 
 Tensor f16_tensor(Shape shape, const std::vector<std::uint16_t>& bits) {
   Tensor t(std::move(shape), DType::f16);

@@ -3,10 +3,14 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <cgr/engine.hpp>
@@ -62,5 +66,22 @@ inline std::string error_message(const std::function<void()>& action) {
   }
   return "";
 }
+
+// A unique directory under the system temp directory, removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& prefix = "cgr-test") {
+    std::random_device random;
+    path = std::filesystem::temp_directory_path() /
+           (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 }  // namespace cgr::test

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "cgr/error.hpp"
+#include "file_io.hpp"
 
 namespace cgr {
 namespace {
@@ -37,10 +38,6 @@ constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
 // NumPy leaves room to grow the first axis in place (GROWTH_AXIS_MAX_DIGITS in numpy.lib.format).
 constexpr std::size_t kGrowthDigits = 21;
 constexpr int kMaxDepth = 16;
-
-std::string errno_message() {
-  return std::generic_category().message(errno);
-}
 
 // One value of the header's Python literal.
 struct Literal {
@@ -312,20 +309,20 @@ Tensor parse_npy(std::span<const std::byte> bytes, std::string_view what) {
 Tensor load_npy(const std::filesystem::path& path) {
   const std::string what = path.string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open ({})", what, errno_message());
+  if (fd < 0) fail("{}: cannot open ({})", what, detail::errno_message());
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat info {};
-  if (::fstat(fd, &info) != 0) fail("{}: cannot stat ({})", what, errno_message());
+  if (::fstat(fd, &info) != 0) fail("{}: cannot stat ({})", what, detail::errno_message());
   if (!S_ISREG(info.st_mode)) fail("{}: not a regular file", what);
   std::vector<std::byte> bytes(static_cast<std::size_t>(info.st_size));
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("{}: read failed ({})", what, errno_message());
+    if (n < 0) fail("{}: read failed ({})", what, detail::errno_message());
     if (n == 0) break;  // the file shrank under us: parse what is there
     done += static_cast<std::size_t>(n);
   }
@@ -366,18 +363,7 @@ std::vector<std::byte> serialize_npy(const Tensor& tensor) {
 }
 
 void save_npy(const std::filesystem::path& path, const Tensor& tensor) {
-  const std::vector<std::byte> bytes = serialize_npy(tensor);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail("{}: cannot open for writing ({})", path.string(), errno_message());
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) {
-    // A partial file would load as "truncated" later; better no file at all.
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-    fail("{}: write failed ({})", path.string(), errno_message());
-  }
+  detail::write_file(path, serialize_npy(tensor));
 }
 
 }  // namespace cgr

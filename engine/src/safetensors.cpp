@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "cgr/error.hpp"
+#include "file_io.hpp"
 
 namespace cgr {
 namespace {
@@ -50,10 +51,6 @@ std::optional<unsigned> dtype_bits(std::string_view name) {
     if (d.name == name) return d.bits;
   }
   return std::nullopt;
-}
-
-std::string errno_message() {
-  return std::generic_category().message(errno);
 }
 
 [[noreturn]] void fail_too_short(std::string_view what, std::size_t size) {
@@ -143,19 +140,6 @@ SafetensorsMetadata parse_metadata(const json& value, std::string_view what) {
   return metadata;
 }
 
-void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail("{}: cannot open for writing ({})", path.string(), errno_message());
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) {
-    // A partial file would fail later with a confusing message; better no file at all.
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-    fail("{}: write failed ({})", path.string(), errno_message());
-  }
-}
 
 }  // namespace
 
@@ -179,18 +163,18 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   SafetensorsFile file;
   file.what_ = path.string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open ({})", file.what_, errno_message());
+  if (fd < 0) fail("{}: cannot open ({})", file.what_, detail::errno_message());
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat info {};
-  if (::fstat(fd, &info) != 0) fail("{}: cannot stat ({})", file.what_, errno_message());
+  if (::fstat(fd, &info) != 0) fail("{}: cannot stat ({})", file.what_, detail::errno_message());
   if (!S_ISREG(info.st_mode)) fail("{}: not a regular file", file.what_);
   const auto size = static_cast<std::size_t>(info.st_size);
   if (size < 8) fail_too_short(file.what_, size);  // mmap cannot map an empty file
   void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (address == MAP_FAILED) fail("{}: cannot map ({})", file.what_, errno_message());
+  if (address == MAP_FAILED) fail("{}: cannot map ({})", file.what_, detail::errno_message());
   file.mapping_ = std::make_unique<Mapping>(address, size);
   file.parse({static_cast<const std::byte*>(address), size});
   return file;
@@ -368,7 +352,7 @@ std::vector<std::byte> serialize_safetensors(const Weights& weights,
 
 void save_safetensors(const std::filesystem::path& path, const Weights& weights,
                       const SafetensorsMetadata& metadata) {
-  write_file(path, serialize_safetensors(weights, metadata));
+  detail::write_file(path, serialize_safetensors(weights, metadata));
 }
 
 }  // namespace cgr

@@ -283,3 +283,32 @@ TEST_CASE("profiling records one interval per op, inside the run") {
     }
   }
 }
+
+TEST_CASE("custom ops: user work with declared inputs joins the dependency graph") {
+  Network net;
+  const Value x = net.input("x", {1, 2, 4, 4});
+  const Value a = net.relu(x, "a");
+  CustomOpParams doubled;
+  doubled.output_shape = Shape{1, 2, 4, 4};
+  doubled.kind = "Double";
+  doubled.cpu = [](std::span<const float* const> in, float* out) {
+    for (int i = 0; i < 32; ++i) out[i] = 2.0f * in[0][i];
+  };
+  const Value b = net.custom({x}, doubled, "double");
+  net.output("y", net.add(a, b, "sum"));
+  const Graph g = net.graph();
+  CHECK_FALSE(g.ordered(op_index(g, "a"), op_index(g, "double")));
+  CHECK(g.reaches(op_index(g, "double"), op_index(g, "sum")));
+  CHECK(g.op(op_index(g, "double")).label == "Double");
+  const auto input = random_vector(32, 4);
+  const auto y = infer_once(Engine::build(net, {}, {.threads = 2}), "x", input, "y");
+  for (int i = 0; i < 32; ++i) CHECK(y[i] == std::max(input[i], 0.0f) + 2.0f * input[i]);
+
+  Network gpu_only;
+  CustomOpParams cuda_only;
+  cuda_only.output_shape = Shape{4};
+  cuda_only.cuda = [](void*, std::span<const float* const>, float*) {};
+  gpu_only.output("y", gpu_only.custom({gpu_only.input("x", {4})}, cuda_only, "kernel"));
+  CHECK(error_message([&] { Engine::build(gpu_only, {}); }) ==
+        "Custom 'kernel' has no CPU implementation (CustomOpParams::cpu): build the engine for cuda");
+}

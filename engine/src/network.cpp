@@ -216,6 +216,15 @@ Value Network::add_constant(Value x, Shape constant_shape, const std::string& na
   return add_layer(std::make_unique<AddConstant>(name, desc(x), std::move(constant_shape)), {x});
 }
 
+Value Network::custom(const std::vector<Value>& inputs, CustomOpParams params, const std::string& name) {
+  std::vector<TensorDesc> descs;
+  for (Value v : inputs) {
+    check_value(v, name);
+    descs.push_back(desc(v));
+  }
+  return add_layer(std::make_unique<CustomOp>(name, std::move(descs), std::move(params)), inputs);
+}
+
 const TensorDesc& Network::desc(Value value) const {
   check_value(value, "?");
   return state_->values[value.id].desc;

@@ -151,3 +151,24 @@ TEST_CASE("CUDA: the graph dump is written" * doctest::skip(no_device)) {
   CHECK(std::filesystem::file_size(path) > 100);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("CUDA: a custom op's stream work is captured with its dependencies" * doctest::skip(no_device)) {
+  Network net;
+  const Value x = net.input("x", {1, 2, 8, 8});
+  const Value a = net.relu(x, "a");
+  CustomOpParams copy;
+  copy.output_shape = Shape{1, 2, 8, 8};
+  copy.cuda = [](void* stream, std::span<const float* const> in, float* out) {
+    CGR_CUDA_CHECK(cudaMemcpyAsync(out, in[0], 128 * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   static_cast<cudaStream_t>(stream)));
+  };
+  net.output("y", net.add(a, net.custom({x}, copy, "copy"), "sum"));
+  const auto input = test::random_vector(128, 9);
+  for (Mode mode : kCudaModes) {
+    const Engine engine = Engine::build(net, {}, {.device = Device::cuda, .mode = mode});
+    ExecutionContext ctx = engine.create_context();
+    const auto y = ctx.infer({{"x", input}}).output("y").to_vector();
+    for (int i = 0; i < 128; ++i) CHECK(y[i] == std::max(input[i], 0.0f) + input[i]);
+    if (mode == Mode::dag) CHECK(ctx.cuda_graph_report().mismatches.empty());
+  }
+}

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cgr/error.hpp"
+#include "cgr/capture/custom_op.hpp"
 #include "cgr/graph.hpp"
 #include "cgr/layers/add.hpp"
 #include "cgr/layers/add_constant.hpp"
@@ -76,6 +77,9 @@ class Network {
   Value transpose(Value x, std::vector<int> perm, const std::string& name);
   // x + constant "<name>.constant" of `constant_shape`, broadcast NumPy-style.
   Value add_constant(Value x, Shape constant_shape, const std::string& name);
+  // User work as an op (see cgr/capture/custom_op.hpp): on CUDA captured into the graph with
+  // the dependencies its inputs give it.
+  Value custom(const std::vector<Value>& inputs, CustomOpParams params, const std::string& name);
 
   // Marks `logits` (N x classes) as an early-exit head. Its confidence is the largest softmax
   // probability; with ExitPolicy::early the rest of the network runs only when the exit does

@@ -285,7 +285,8 @@ struct CudaContext::State {
         for (int op : impl.graph.topological_order()) {
           if (s.levels[static_cast<std::size_t>(op)] != level) continue;
           const int exit = impl.decision_exit[static_cast<std::size_t>(op)];
-          const bool conditional = exit >= 0 && s.early;
+          // A handle must belong to a conditional node: only exits that gate some op get one.
+          const bool conditional = exit >= 0 && s.early && exit <= max_level;
           if (conditional) {
             // Default 0 at every launch: the body runs only when the decision sets 1.
             CGR_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handles[static_cast<std::size_t>(exit)],

@@ -199,6 +199,16 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
     }
     return kernel_op([g](cudaStream_t s, const GpuBuffers& b) { return cuda_kernels::transpose(b.inputs[0], b.output, g, s); });
   }
+  if (const auto* custom = dynamic_cast<const CustomOp*>(&layer)) {
+    if (!custom->params().cuda) {
+      fail("{} '{}' has no CUDA implementation (CustomOpParams::cuda)", layer.kind(), layer.name());
+    }
+    auto work = custom->params().cuda;
+    return kernel_op([work](cudaStream_t s, const GpuBuffers& b) {
+      work(static_cast<void*>(s), b.inputs, b.output);
+      return cudaGetLastError();
+    });
+  }
   if (dynamic_cast<const Flatten*>(&layer) != nullptr || dynamic_cast<const Reshape*>(&layer) != nullptr) {
     return std::make_shared<CopyOp>(static_cast<std::size_t>(out.numel()) * sizeof(float));
   }

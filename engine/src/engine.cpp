@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "cgr/error.hpp"
 #include "cuda_device.hpp"
@@ -309,6 +310,20 @@ void ExecutionContext::launch_on_device(void* cuda_stream) {
   (void)cuda_stream;
   no_cuda("launch_on_device");
 #endif
+}
+
+double ExecutionContext::last_gpu_time_ms() const {
+#if defined(CGR_HAVE_CUDA)
+  if (state_->cuda != nullptr) return state_->cuda->last_gpu_ms();
+#endif
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+double ExecutionContext::last_enqueue_time_ms() const {
+#if defined(CGR_HAVE_CUDA)
+  if (state_->cuda != nullptr) return state_->cuda->last_enqueue_ms();
+#endif
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 void ExecutionContext::dump_cuda_graph_dot(const std::string& path) {

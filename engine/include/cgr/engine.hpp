@@ -150,6 +150,10 @@ class ExecutionContext {
   // or synchronisation. Exits' outcomes are not reported on this path.
   void* device_buffer(std::string_view name) const;
   void launch_on_device(void* cuda_stream);
+  // CUDA, of the last run(): device time between events recorded around the work (copies
+  // included), and host time spent enqueuing it. NaN on the CPU.
+  double last_gpu_time_ms() const;
+  double last_enqueue_time_ms() const;
   // CUDA: this context's graph, as DOT, and checked against the IR.
   void dump_cuda_graph_dot(const std::string& path);
   CudaGraphReport cuda_graph_report();

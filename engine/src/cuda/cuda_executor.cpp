@@ -4,6 +4,7 @@
 #include "cuda/cuda_executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -53,6 +54,8 @@ struct CudaContext::State {
   std::map<cudaGraphNode_t, int> top_level_op;     // full graph's top-level nodes -> op (-1: copy)
   std::vector<char> executed;
   int launches = 0, synchronizations = 0;  // of the last run
+  Event start_event, end_event;
+  double gpu_ms = 0, enqueue_ms = 0;
 
   LibraryHandles handles() const { return {cudnn.get(), cublas.get()}; }
   int* fired_flag(std::size_t exit) const { return static_cast<int*>(fired_device.get()) + exit; }
@@ -347,6 +350,8 @@ CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : sta
   const auto& impl = s.impl();
   s.early = impl.options.exits == ExitPolicy::early;
   s.stream = create_stream();
+  s.start_event = create_event();
+  s.end_event = create_event();
   cudnnHandle_t cudnn = nullptr;
   CGR_CUDNN_CHECK(cudnnCreate(&cudnn));
   s.cudnn = CudnnHandle(cudnn);
@@ -424,17 +429,24 @@ void* CudaContext::device_value(int value) const { return state_->values[static_
 void CudaContext::run() {
   State& s = *state_;
   s.launches = s.synchronizations = 0;
+  if (s.impl().options.mode != Mode::eager) s.ensure_graph(true);  // built once, outside the timing
+  const auto host_start = std::chrono::steady_clock::now();
+  CGR_CUDA_CHECK(cudaEventRecord(s.start_event.get(), s.stream.get()));
   if (s.impl().options.mode == Mode::eager) {
     s.run_eager(true);
   } else {
     s.reset_host_flags();
-    s.ensure_graph(true);
     CGR_CUDA_CHECK(cudaGraphLaunch(s.full_exec.get(), s.stream.get()));
     ++s.launches;
   }
+  CGR_CUDA_CHECK(cudaEventRecord(s.end_event.get(), s.stream.get()));
+  s.enqueue_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count();
   // The one synchronisation of an inference, after the final copy-out.
   CGR_CUDA_CHECK(cudaStreamSynchronize(s.stream.get()));
   ++s.synchronizations;
+  float elapsed = 0;
+  CGR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, s.start_event.get(), s.end_event.get()));
+  s.gpu_ms = elapsed;
   if (s.impl().options.mode != Mode::eager) s.executed = executed_ops();
 }
 
@@ -466,6 +478,8 @@ std::vector<char> CudaContext::executed_ops() const {
 }
 
 const float* CudaContext::exit_confidence(std::size_t exit) const { return state_->confidence_copy(exit); }
+double CudaContext::last_gpu_ms() const { return state_->gpu_ms; }
+double CudaContext::last_enqueue_ms() const { return state_->enqueue_ms; }
 
 void CudaContext::dump_graph_dot(const std::string& path) {
   State& s = *state_;

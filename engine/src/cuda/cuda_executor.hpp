@@ -64,6 +64,10 @@ class CudaContext {
   std::vector<char> executed_ops() const;
   std::vector<char> fired_exits() const;
   const float* exit_confidence(std::size_t exit) const;  // pinned copy, batch values
+  // Of the last run(): device time between events recorded around the work, and host time
+  // spent enqueuing it (launch calls, before the synchronisation).
+  double last_gpu_ms() const;
+  double last_enqueue_ms() const;
 
   void dump_graph_dot(const std::string& path);
   GraphReport graph_report();

@@ -1,6 +1,7 @@
 // MaxPool2d: shape rule shared with AvgPool2d, and the CPU kernel (one output plane per task).
 #include "cgr/layers/max_pool2d.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "cgr/error.hpp"
@@ -14,6 +15,9 @@ namespace {
 // [0, size): hoisting the bounds out of the inner loop keeps it branch-free.
 std::pair<std::int64_t, std::int64_t> valid_taps(std::int64_t start, std::int64_t d,
                                                  std::int64_t kernel, std::int64_t size) {
+  // Undilated windows (nearly all) need no division: a 64-bit divide per output costs more
+  // than the window's compares.
+  if (d == 1) return {std::max<std::int64_t>(0, -start), std::clamp<std::int64_t>(size - start, 0, kernel)};
   std::int64_t begin = start < 0 ? (-start + d - 1) / d : 0;
   std::int64_t end = start + (kernel - 1) * d < size ? kernel : (size - start + d - 1) / d;
   if (end < begin) end = begin;
@@ -35,17 +39,28 @@ class MaxPoolCpuKernel final : public CpuKernel {
         for (std::int64_t oh = 0; oh < out_h; ++oh) {
           const std::int64_t h0 = oh * p_.stride.h - p_.padding.top;
           const auto [kh_begin, kh_end] = valid_taps(h0, p_.dilation.h, p_.kernel.h, in_h);
-          for (std::int64_t ow = 0; ow < out_w; ++ow) {
-            const std::int64_t w0 = ow * p_.stride.w - p_.padding.left;
-            const auto [kw_begin, kw_end] = valid_taps(w0, p_.dilation.w, p_.kernel.w, in_w);
-            float best = -std::numeric_limits<float>::infinity();
-            for (std::int64_t kh = kh_begin; kh < kh_end; ++kh) {
-              const float* row = x + (h0 + kh * p_.dilation.h) * in_w;
-              for (std::int64_t kw = kw_begin; kw < kw_end; ++kw) {
-                best = math::nan_max(best, row[w0 + kw * p_.dilation.w]);
+          float* out_row = y + oh * out_w;
+          std::fill(out_row, out_row + out_w, -std::numeric_limits<float>::infinity());
+          // Tap-major, output-minor: the inner loop runs along the row with a fixed tap, so
+          // it vectorises; each output still sees its taps in (kh, kw) order.
+          for (std::int64_t kh = kh_begin; kh < kh_end; ++kh) {
+            const float* row = x + (h0 + kh * p_.dilation.h) * in_w;
+            for (std::int64_t kw = 0; kw < p_.kernel.w; ++kw) {
+              const std::int64_t offset = kw * p_.dilation.w - p_.padding.left;
+              // Outputs whose tap kw lands inside the row: 0 <= ow * stride + offset < in_w.
+              const std::int64_t sw = p_.stride.w;
+              const std::int64_t first = offset >= 0 ? 0 : (-offset + sw - 1) / sw;
+              const std::int64_t last = std::min(out_w, in_w - offset <= 0 ? 0 : (in_w - offset + sw - 1) / sw);
+              if (sw == 1) {
+                for (std::int64_t ow = first; ow < last; ++ow) {
+                  out_row[ow] = math::nan_max(out_row[ow], row[ow + offset]);
+                }
+              } else {
+                for (std::int64_t ow = first; ow < last; ++ow) {
+                  out_row[ow] = math::nan_max(out_row[ow], row[ow * sw + offset]);
+                }
               }
             }
-            y[oh * out_w + ow] = best;
           }
         }
       }

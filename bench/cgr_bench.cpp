@@ -1,0 +1,485 @@
+// cgr-bench: the replay benchmark tool. Builds one network for every requested execution mode
+// of a device, replays inferences interleaved across the modes and reports latency,
+// throughput and stability side by side, in the manner of TensorRT's trtexec (cli.cpp's
+// --help defines every metric). Also: graph facts (--info), DOT export, a timeline of one
+// inference, and a sweep over input sizes that shows where inter-op concurrency stops paying.
+//
+// Exit status: 0 success; 1 the model, its weights or an input failed to load or run (the
+// loader's message); 2 bad arguments (the message and the usage line).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <cgr/engine.hpp>
+#include <cgr/npy.hpp>
+#if defined(CGR_HAVE_ONNX)
+#include <onnx/onnx_pb.h>
+#include <cgr/onnx.hpp>
+
+#include <set>
+#endif
+
+#include "cli.hpp"
+#include "device_info.hpp"
+#include "measure.hpp"
+#include "models/googlenet.hpp"
+#include "models/inception.hpp"
+#include "models/random_weights.hpp"
+#include "models/resnet18.hpp"
+#include "models/resnet18_exits.hpp"
+#include "models/two_branch.hpp"
+#include "report.hpp"
+#include "svg.hpp"
+
+namespace cgr::bench {
+namespace {
+
+constexpr std::uint64_t kWeightSeed = 1;
+constexpr std::uint64_t kInputSeed = 2;
+
+// A built-in model's default input and what --input-shape may change in it.
+struct Builtin {
+  const char* name;
+  const char* input;
+  std::int64_t channels, size;
+  bool channels_free;  // the builder accepts any input channel count
+  bool has_fc;         // the classifier is "fc" (classes follow the weights file)
+};
+
+constexpr Builtin kBuiltins[] = {
+    {"two-branch", "x", 3, 64, true, false},     {"inception", "x", 192, 28, true, false},
+    {"resnet18", "image", 3, 224, false, true},  {"resnet18-exits", "image", 3, 224, false, true},
+    {"googlenet", "image", 3, 224, false, true},
+};
+
+const Builtin* find_builtin(const std::string& name) {
+  for (const auto& b : kBuiltins) {
+    if (name == b.name) return &b;
+  }
+  return nullptr;
+}
+
+struct LoadedModel {
+  Network net;
+  Weights weights;
+  ModelFacts facts;
+};
+
+Network build_builtin(const Builtin& b, std::int64_t batch, std::int64_t channels,
+                      std::int64_t size, std::int64_t classes) {
+  const std::string name = b.name;
+  if (name == "two-branch")
+    return models::two_branch({.batch = batch, .channels = channels, .size = size});
+  if (name == "inception") {
+    if (batch != 1) throw UsageError("inception: the module builder has batch 1 only");
+    return models::inception_module(channels, size);
+  }
+  if (name == "resnet18") return models::resnet18(batch, size, classes);
+  if (name == "resnet18-exits") return models::resnet18_exits(batch, size, classes);
+  return models::googlenet(batch, size, classes);
+}
+
+#if defined(CGR_HAVE_ONNX)
+// The importer's message speaks of its C++ options when an input's shape is symbolic or
+// missing; say how to give the shape on this command line as well.
+[[noreturn]] void throw_with_shape_hint(const Error& e) {
+  if (std::string_view(e.what()).find("input_shapes") != std::string_view::npos) {
+    fail("{} (cgr-bench: --input-shape NAME=NxCxHxW)", e.what());
+  }
+  throw e;
+}
+
+// The graph inputs that are not initializers (--input-shape without NAME= means the first),
+// read with protobuf alone: the importer needs a symbolic input's shape before it can run.
+std::vector<std::string> onnx_input_names(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  ::onnx::ModelProto model;
+  // An unreadable file yields no names; import_onnx then reports the problem in its words.
+  if (!file || !model.ParseFromIstream(&file)) return {};
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer())
+    initializers.insert(init.name());
+  std::vector<std::string> names;
+  for (const auto& input : model.graph().input()) {
+    if (!initializers.contains(input.name())) names.push_back(input.name());
+  }
+  return names;
+}
+#endif
+
+// Loads the model; `size` overrides the spatial size of a built-in model (the sweep).
+LoadedModel load_model(const Options& o, std::optional<std::int64_t> size) {
+  LoadedModel m;
+  m.facts.name = o.model;
+  std::optional<Weights> file_weights;
+  if (!o.weights.empty()) file_weights = Weights::load_safetensors(o.weights);
+  m.facts.weights = o.weights.empty() ? fmt::format("seeded (seed {})", kWeightSeed) : o.weights;
+
+  if (const Builtin* b = find_builtin(o.model)) {
+    m.facts.source = "built-in";
+    std::int64_t batch = 1, channels = b->channels, side = b->size;
+    if (o.input_shape) {
+      const Shape& s = *o.input_shape;
+      if (!o.input_name.empty() && o.input_name != b->input) {
+        throw UsageError(fmt::format("--input-shape: {} has no input '{}' (its input is '{}')",
+                                     b->name, o.input_name, b->input));
+      }
+      if (s.rank() != 4)
+        throw UsageError(
+            fmt::format("--input-shape: {} needs NxCxHxW, not {}", b->name, s.to_string()));
+      if (s[2] != s[3])
+        throw UsageError(
+            fmt::format("--input-shape: {} is built for square inputs (H == W), not {}", b->name,
+                        s.to_string()));
+      if (s[1] != channels && !b->channels_free) {
+        throw UsageError(fmt::format("--input-shape: {} takes {} input channels, not {}", b->name,
+                                     channels, s[1]));
+      }
+      batch = s[0];
+      channels = s[1];
+      side = s[2];
+    }
+    if (o.batch > 0) batch = o.batch;
+    if (size) side = *size;
+    std::int64_t classes = 1000;
+    if (b->has_fc && file_weights) {
+      if (const Tensor* fc = file_weights->find("fc.weight");
+          fc != nullptr && fc->shape().rank() == 2) {
+        classes = fc->shape()[0];
+      }
+    }
+    m.net = build_builtin(*b, batch, channels, side, classes);
+    m.weights =
+        file_weights ? std::move(*file_weights) : models::random_weights(m.net, kWeightSeed);
+  } else {
+    m.facts.source = "onnx";
+#if defined(CGR_HAVE_ONNX)
+    OnnxImportOptions import_options;
+    if (o.input_shape || o.batch > 0) {
+      std::string name = o.input_name;
+      std::optional<Shape> shape = o.input_shape;
+      // The input's name (and, for --batch alone, its declared shape) come from the file.
+      const std::vector<std::string> names = onnx_input_names(o.model);
+      if (name.empty() && !names.empty()) name = names.front();
+      if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) {
+        throw UsageError(fmt::format("--input-shape: {} has no input '{}' (inputs: {})", o.model,
+                                     name, fmt::join(names, ", ")));
+      }
+      if (!shape) {
+        try {
+          const OnnxModel probe = import_onnx(o.model);
+          shape = probe.network.desc(probe.network.find_value(name)).shape;
+        } catch (const Error& e) {
+          throw_with_shape_hint(e);
+        }
+      }
+      if (o.batch > 0) {
+        if (shape->rank() == 0) throw UsageError("--batch: the input is a scalar");
+        (*shape)[0] = o.batch;
+      }
+      import_options.input_shapes[name] = *shape;
+    }
+    OnnxModel imported = [&] {
+      try {
+        return import_onnx(o.model, import_options);
+      } catch (const Error& e) {
+        throw_with_shape_hint(e);
+      }
+    }();
+    m.net = std::move(imported.network);
+    m.weights = std::move(imported.weights);
+    if (file_weights) {
+      for (const auto& [name, tensor] : file_weights->tensors())
+        m.weights.set(name, tensor);
+    } else {
+      m.facts.weights = "from the ONNX file";
+    }
+#else
+    fail("{}: this cgr-bench was built without the ONNX importer (CGR_ENABLE_ONNX=OFF)", o.model);
+#endif
+  }
+  for (Value v : m.net.inputs())
+    m.facts.inputs.push_back(m.net.desc(v));
+  for (const auto& [name, v] : m.net.outputs())
+    m.facts.outputs.push_back({name, m.net.desc(v).shape});
+  m.facts.batch = m.facts.inputs.empty() || m.facts.inputs[0].shape.rank() == 0
+                      ? 1
+                      : m.facts.inputs[0].shape[0];
+  return m;
+}
+
+// Seeded values for every input, or the --load-input files.
+InputTensors make_inputs(const Options& o, LoadedModel& m) {
+  InputTensors inputs;
+  m.facts.input_sources.assign(m.facts.inputs.size(), "seeded");
+  for (std::size_t i = 0; i < m.facts.inputs.size(); ++i) {
+    const TensorDesc& d = m.facts.inputs[i];
+    inputs.emplace_back(
+        d.name, Tensor(d.shape, models::random_values(static_cast<std::size_t>(d.shape.numel()),
+                                                      kInputSeed + i)));
+  }
+  for (const InputFile& file : o.load_inputs) {
+    std::size_t index = 0;
+    if (!file.name.empty()) {
+      while (index < inputs.size() && inputs[index].first != file.name)
+        ++index;
+      if (index == inputs.size()) {
+        std::vector<std::string> names;
+        for (const auto& d : m.facts.inputs)
+          names.push_back(d.name);
+        throw UsageError(fmt::format("--load-input: no input named '{}' (inputs: {})", file.name,
+                                     fmt::join(names, ", ")));
+      }
+    } else if (inputs.size() != 1) {
+      throw UsageError(
+          "--load-input: the model has several inputs; name one: --load-input NAME=FILE.npy");
+    }
+    Tensor tensor = load_npy(file.path);
+    const TensorDesc& d = m.facts.inputs[index];
+    if (tensor.dtype() != DType::f32)
+      fail("{}: {} data; input '{}' takes float32", file.path, to_string(tensor.dtype()), d.name);
+    if (tensor.numel() != d.shape.numel()) {
+      fail("{}: shape {} does not fit input '{}' {}", file.path, tensor.shape().to_string(), d.name,
+           d.shape.to_string());
+    }
+    inputs[index].second = Tensor(d.shape, tensor.to_vector());
+    m.facts.input_sources[index] = file.path;
+  }
+  return inputs;
+}
+
+std::vector<Mode> modes_of(const Options& o, Device device) {
+  switch (o.mode) {
+    case ModeChoice::dag:
+      return {Mode::dag};
+    case ModeChoice::eager:
+      return {Mode::eager};
+    case ModeChoice::stream_graph:
+      if (device != Device::cuda) throw UsageError("--mode stream-graph needs --device cuda");
+      return {Mode::stream_graph};
+    case ModeChoice::all:
+      break;
+  }
+  if (device == Device::cuda) return {Mode::dag, Mode::stream_graph, Mode::eager};
+  return {Mode::dag, Mode::eager};
+}
+
+std::vector<ModeRun> build_runs(const LoadedModel& m, const InputTensors& inputs,
+                                const std::vector<Mode>& modes, const Options& o, Device device) {
+  std::vector<ModeRun> runs;
+  for (Mode mode : modes) {
+    runs.push_back(make_mode_run(m.net, m.weights,
+                                 {.device = device,
+                                  .mode = mode,
+                                  .threads = o.threads,
+                                  .exits = o.exits,
+                                  .threshold = o.threshold},
+                                 inputs));
+  }
+  return runs;
+}
+
+// Largest |difference| between the outputs one inference of each mode computed and dag's
+// (every mode must compute the same function; a difference here is a bug worth seeing).
+void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
+  if (runs.size() < 2 || runs.front().mode != Mode::dag) return;
+  NamedInputs named;
+  for (const auto& [name, tensor] : inputs)
+    named.emplace_back(name, TensorView(tensor));
+  const Result reference = runs.front().context.infer(named);
+  for (std::size_t k = 1; k < runs.size(); ++k) {
+    const Result result = runs[k].context.infer(named);
+    double diff = 0;
+    for (const auto& [name, tensor] : result.outputs) {
+      const auto it = reference.outputs.find(name);
+      if (it == reference.outputs.end()) continue;
+      const auto a = tensor.f32(), b = it->second.f32();
+      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+      }
+    }
+    runs[k].max_abs_diff_vs_dag = diff;
+  }
+  runs.front().max_abs_diff_vs_dag = 0.0;
+}
+
+void export_outputs(ModeRun& run, const InputTensors& inputs, const std::string& dir) {
+  NamedInputs named;
+  for (const auto& [name, tensor] : inputs)
+    named.emplace_back(name, TensorView(tensor));
+  const Result result = run.context.infer(named);
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, tensor] : result.outputs)
+    save_npy(std::filesystem::path(dir) / (name + ".npy"), tensor);
+  fmt::print("outputs        {} of mode {} written to {} (answered by {})\n", result.outputs.size(),
+             to_string(run.mode), dir, result.answered_by);
+}
+
+void export_dot(const std::vector<ModeRun>& runs, const std::string& path,
+                const std::string& title) {
+  std::ofstream file(path, std::ios::trunc);
+  file << runs.front().engine.graph().to_dot(title);
+  if (!file.flush()) fail("{}: cannot write", path);
+  fmt::print("dot            dependency graph written to {}\n", path);
+  if (runs.front().engine.options().device != Device::cuda) return;
+  for (const auto& run : runs) {
+    if (run.mode == Mode::eager) continue;  // eager has no CUDA graph
+    run.engine.dump_cuda_graph_dot(path + ".cuda.dot");
+    fmt::print("dot            CUDA graph of mode {} written to {}.cuda.dot\n", to_string(run.mode),
+               path);
+    return;
+  }
+  fmt::print("dot            no CUDA graph to dump (mode eager only)\n");
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream file(path, std::ios::trunc);
+  file << j.dump(2) << '\n';
+  if (!file.flush()) fail("{}: cannot write", path);
+  fmt::print("json           report written to {}\n", path);
+}
+
+int run_sweep(const Options& o, Device device, const DeviceInfo& device_info,
+              const std::vector<Mode>& modes) {
+  std::vector<SweepPoint> points;
+  ModelFacts facts;
+  for (std::size_t i = 0; i < o.sweep_sizes.size(); ++i) {
+    const std::int64_t size = o.sweep_sizes[i];
+    LoadedModel m = load_model(o, size);
+    const InputTensors inputs = make_inputs(o, m);
+    if (i == 0) print_model_and_device(m.facts, device_info, o);
+    facts = m.facts;
+    std::vector<ModeRun> runs = build_runs(m, inputs, modes, o, device);
+    measure_interleaved(runs, {o.warmup_ms, o.duration_s, o.iterations});
+    SweepPoint point;
+    point.size = size;
+    for (const auto& run : runs)
+      point.stats.push_back(summarize(run.latency_ms, o.percentiles));
+    const EngineInfo info = runs.front().engine.info();
+    fmt::print("size {:>4}      {} iterations per mode; {} ops, width {}, arena {}\n", size,
+               point.stats.front().count, info.ops, info.max_width, format_bytes(info.arena_bytes));
+    std::fflush(stdout);
+    points.push_back(std::move(point));
+  }
+  print_sweep_table(modes, points);
+  if (!o.export_plot.empty()) {
+    SweepPlot plot;
+    plot.title = fmt::format("{} on {}: median latency per mode against input size", o.model,
+                             device_info.name);
+    plot.sizes = o.sweep_sizes;
+    for (std::size_t k = 0; k < modes.size(); ++k) {
+      PlotSeries series;
+      series.name = to_string(modes[k]);
+      for (const auto& p : points)
+        series.values.push_back(p.stats[k].median);
+      plot.latency_ms.push_back(std::move(series));
+    }
+    plot.ratio.name = "eager / dag";
+    plot.ratio.values = sweep_ratio(modes, points);
+    write_sweep_plot(o.export_plot, plot);
+    fmt::print("plot           written to {}\n", o.export_plot);
+  }
+  if (!o.export_json.empty())
+    write_json(o.export_json, report_json(facts, device_info, o, {}, std::nullopt, modes, points));
+  return 0;
+}
+
+int run(const Options& o) {
+  if (!find_builtin(o.model) && !o.model.ends_with(".onnx")) {
+    throw UsageError(
+        fmt::format("unknown model '{}': expected two-branch, inception, resnet18, resnet18-exits, "
+                    "googlenet or a path ending in .onnx",
+                    o.model));
+  }
+  if (!o.sweep_sizes.empty() && !find_builtin(o.model)) {
+    throw UsageError(
+        "--sweep-size rebuilds a built-in model per size; it does not apply to ONNX files");
+  }
+  Device device = Device::cpu;
+  if (o.device) {
+    device = *o.device;
+    if (device == Device::cuda) {
+      if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) fail("{}", reason);
+    }
+  } else if (const std::string reason = cuda_unavailable_reason(); reason.empty()) {
+    device = Device::cuda;
+  } else {
+    fmt::print("GPU not used ({}); running on the CPU executor.\n", reason);
+  }
+  const std::vector<Mode> modes = modes_of(o, device);
+  const DeviceInfo device_info = describe_device(device, o.threads);
+  if (!o.sweep_sizes.empty()) return run_sweep(o, device, device_info, modes);
+
+  LoadedModel m = load_model(o, std::nullopt);
+  const InputTensors inputs = make_inputs(o, m);
+  print_model_and_device(m.facts, device_info, o);
+  std::vector<ModeRun> runs =
+      build_runs(m, inputs, o.info ? std::vector<Mode>{modes.front()} : modes, o, device);
+  print_graph_facts(runs);
+  if (!o.export_dot.empty()) export_dot(runs, o.export_dot, o.model);
+  if (o.info) {
+    if (!o.export_json.empty())
+      write_json(o.export_json, report_json(m.facts, device_info, o, runs, std::nullopt, {}, {}));
+    return 0;
+  }
+
+  measure_interleaved(runs, {o.warmup_ms, o.duration_s, o.iterations});
+  compare_outputs(runs, inputs);
+  print_performance(runs, o, m.facts.batch);
+
+  std::optional<TimelineRecord> timeline;
+  if (!o.timeline.empty()) {
+    if (device == Device::cpu) {
+      const std::vector<OpSpan> spans = profile_one_inference(runs.front().engine, inputs);
+      const std::string title =
+          fmt::format("{} - one inference, mode {}, {} threads, {}", o.model,
+                      to_string(runs.front().mode), device_info.threads, device_info.name);
+      timeline = TimelineRecord{o.timeline, runs.front().mode,
+                                write_timeline_svg(o.timeline, spans, title)};
+      fmt::print("timeline       {} ops in {} rows over {:.3f} ms (mode {}) written to {}\n",
+                 timeline->facts.bars, timeline->facts.rows, timeline->facts.span_ms,
+                 to_string(runs.front().mode), o.timeline);
+    } else {
+      fmt::print(
+          stderr,
+          "cgr-bench: --timeline is not available on cuda yet (it needs CUPTI activity records); "
+          "rerun with --device cpu for the CPU executor's timeline\n");
+    }
+  }
+  if (!o.export_output.empty()) export_outputs(runs.front(), inputs, o.export_output);
+  if (!o.export_json.empty())
+    write_json(o.export_json, report_json(m.facts, device_info, o, runs, timeline, {}, {}));
+  return 0;
+}
+
+[[noreturn]] void usage_exit(const std::string& problem) {
+  std::fprintf(stderr, "cgr-bench: %s\n%s", problem.c_str(), usage_text());
+  std::exit(2);
+}
+
+}  // namespace
+}  // namespace cgr::bench
+
+int main(int argc, char** argv) {
+  using namespace cgr::bench;
+  try {
+    const std::optional<Options> options = parse_options(argc, argv);
+    if (!options) return 0;  // --help
+    return run(*options);
+  } catch (const UsageError& e) {
+    usage_exit(e.what());
+  } catch (const cgr::Error& e) {
+    std::fprintf(stderr, "cgr-bench: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    // std::filesystem and allocation failures: not argument errors, so status 1 too.
+    std::fprintf(stderr, "cgr-bench: %s\n", e.what());
+    return 1;
+  }
+}

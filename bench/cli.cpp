@@ -1,0 +1,268 @@
+// Parsing of cgr-bench's options. Numbers are parsed strictly (the whole value must be a number
+// in range) so that "--iterations 1O" is an error, not 1.
+#include "cli.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace cgr::bench {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: cgr-bench --model two-branch|inception|resnet18|resnet18-exits|googlenet|PATH.onnx\n"
+    "         [--weights FILE.safetensors] [--device cuda|cpu]\n"
+    "         [--mode dag|stream-graph|eager|all] [--batch N] [--input-shape [NAME=]1x3x224x224]\n"
+    "         [--exits off|all|early] [--threshold T] [--threads N] [--warmup-ms 200]\n"
+    "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
+    "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-json FILE]\n"
+    "         [--export-dot FILE] [--timeline FILE.svg] [--info]\n"
+    "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--help]\n";
+
+constexpr const char* kHelp = R"(
+cgr-bench replays one network on a cgr engine and reports how long inferences take, in the
+manner of TensorRT's trtexec, with every execution mode of the device side by side.
+
+Model
+  --model NAME|PATH.onnx   built-in: two-branch (input x 1x3x64x64), inception (GoogLeNet's
+                           inception3a, x 1x192x28x28), resnet18, resnet18-exits, googlenet
+                           (image 1x3x224x224); or an ONNX file (cgr's importer, opset 11-17)
+  --weights FILE           safetensors with PyTorch state_dict names; default: seeded random
+                           weights (models::random_weights, seed 1); with ONNX, replaces the
+                           file's initializers of the same names
+  --input-shape [NAME=]S   input shape, e.g. 1x3x112x112: built-in models are rebuilt for it
+                           (batch, channels where the model allows, H == W); ONNX: the shape of
+                           input NAME (default: the first input), for symbolic dimensions
+  --batch N                batch size (overrides --input-shape's first dimension)
+  --load-input [NAME=]FILE a .npy for an input (default: seeded uniform values in [-1, 1))
+  --exits off|all|early    exit heads (resnet18-exits): pruned, all computed, or the first
+                           confident one stops the rest; --threshold T (default 0.9)
+
+Execution
+  --device cuda|cpu        default: cuda when a device is usable, else cpu
+  --mode M                 dag (ops run when their inputs are ready), stream-graph (CUDA: one
+                           stream captured into a graph), eager (one op at a time, each split
+                           across the threads / one stream), all (default: every mode of the
+                           device - cpu: dag, eager; cuda: dag, stream-graph, eager)
+  --threads N              CPU threads computing, the caller included (default: all)
+  --warmup-ms MS           untimed runs first, for at least MS milliseconds (default 200)
+  --duration-s S           then timed runs until S seconds have passed (default 3) ...
+  --iterations N           ... or, when given, exactly N timed runs per mode (wins over S)
+  --percentiles P,...      latency percentiles to report (default 90,95,99)
+
+Outputs
+  --info                   print the graph facts and exit
+  --export-json FILE       the report's numbers plus every iteration's times
+  --export-output DIR      one inference's outputs as DIR/NAME.npy (first mode)
+  --export-dot FILE        the dependency graph as DOT, branches as lanes; on cuda also the
+                           instantiated CUDA graph as FILE.cuda.dot
+  --timeline FILE.svg      one inference of the first mode, one bar per executed op from its
+                           start to its end, one row per concurrent lane (cpu executor)
+  --sweep-size S,...       for each spatial size, rebuild the built-in model and time every
+                           mode (interleaved); prints latency per mode and the eager/dag ratio
+  --export-plot FILE.svg   with --sweep-size: latency per mode and eager/dag against size
+
+Metrics
+  Modes are timed interleaved in rounds: one timed run of each mode per round, the first
+  mode rotating, so drift (clock, other load) affects them alike. With several modes each
+  timed run follows one untimed run of the same mode, so that it runs back-to-back as it
+  would alone (switching engines finds the other engine's pool threads still spinning and
+  its own asleep). Warm-up runs are not counted.
+  latency          wall-clock time of one ExecutionContext::run() with the inputs already in
+                   the context: cpu, the whole execution; cuda, input copy, graph launch (or
+                   each op's launch in eager), output copy and the final synchronisation
+  min/mean/max     over the timed iterations of a mode
+  median           the middle latency (mean of the two middle ones for an even count)
+  pN               nearest-rank percentile: the smallest latency with at least N% of the
+                   iterations at or below it
+  stddev           population standard deviation of the latency
+  throughput       timed iterations / sum of their latencies (inferences/s, back-to-back on
+                   one context); times the batch: samples/s
+  host enqueue     host time to issue one inference, from the engine's record of the run:
+                   cuda, from before the input copy is enqueued until the output copy is
+                   (graph modes: one cudaGraphLaunch; eager: every op's launch, plus the
+                   host waits an early-exit decision needs); cpu, equal to latency (the
+                   calling thread runs ops itself; kept for a uniform report)
+  GPU compute      cuda: device time between CUDA events recorded around the run's work on
+                   its stream, input and output copies included; n/a on cpu
+  stability        coefficient of variation (stddev / mean of the latency); a warning above
+                   2%: the numbers are noisy (other load, frequency scaling, few iterations)
+  ratio vs dag     a mode's median latency / dag's median latency (> 1: slower than dag)
+  layers           layers of the network that reach an output
+  ops              ops after fusion (BatchNorm folded into convs, residual Add and ReLU fused)
+  edges            dependency edges after transitive reduction
+  critical path    ops on the longest dependency chain (a lower bound on sequential steps)
+  width            the most ops that can run at once (maximum antichain)
+  lanes            chains the ops decompose into (rows of the DOT export)
+  arena            activation bytes of one context (memory reused between ordered values)
+                   against the sum of all activations and workspaces without reuse
+  weights          bytes of the weights as the kernels hold them
+  build            time of Engine::build (binding, folding, packing, planning)
+  instantiate      time of Engine::create_context (arena; cuda: graph build, instantiation
+                   and one warm-up run)
+  cuda graph nodes nodes of the instantiated CUDA graph (cuda graph modes)
+  ops executed     ops the last run executed (early exits skip some)
+
+Exit status: 0 success, 1 the model or an input failed to load or run, 2 bad arguments.
+)";
+
+std::pair<std::string, std::string> split_name(const std::string& text) {
+  // NAME=VALUE; a value alone has no '=' (a path with '=' needs the NAME= form).
+  const auto eq = text.find('=');
+  if (eq == std::string::npos) return {"", text};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+template <typename T>
+T parse_number(const std::string& text, const std::string& option) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    throw UsageError(fmt::format("{}: '{}' is not a number", option, text));
+  }
+  return value;
+}
+
+template <typename T>
+std::vector<T> parse_list(const std::string& text, const std::string& option) {
+  std::vector<T> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    values.push_back(parse_number<T>(text.substr(start, comma - start), option));
+    start = comma + 1;
+  }
+  return values;
+}
+
+ModeChoice parse_mode_choice(const std::string& text) {
+  if (text == "dag") return ModeChoice::dag;
+  if (text == "stream-graph") return ModeChoice::stream_graph;
+  if (text == "eager") return ModeChoice::eager;
+  if (text == "all") return ModeChoice::all;
+  throw UsageError(fmt::format("--mode: '{}' is not dag, stream-graph, eager or all", text));
+}
+
+}  // namespace
+
+const char* usage_text() {
+  return kUsage;
+}
+const char* help_text() {
+  return kHelp;
+}
+
+Shape parse_shape(const std::string& text, const std::string& option) {
+  std::vector<std::int64_t> dims;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t x = std::min(text.find('x', start), text.size());
+    const auto dim = parse_number<std::int64_t>(text.substr(start, x - start), option);
+    if (dim < 1)
+      throw UsageError(fmt::format("{}: dimension {} in '{}' is not positive", option, dim, text));
+    dims.push_back(dim);
+    start = x + 1;
+  }
+  return Shape(std::move(dims));
+}
+
+std::optional<Options> parse_options(int argc, char** argv) {
+  Options o;
+  o.argv.assign(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::optional<std::string> inline_value;  // --option=value
+    if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg.resize(eq);
+    }
+    auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+      return argv[++i];
+    };
+    auto positive = [&](auto number) {
+      if (number <= 0) throw UsageError(fmt::format("{} must be positive, not {}", arg, number));
+      return number;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::fputs(kHelp, stdout);
+      return std::nullopt;
+    } else if (arg == "--model") {
+      o.model = value();
+    } else if (arg == "--weights") {
+      o.weights = value();
+    } else if (arg == "--device") {
+      const std::string text = value();
+      if (text != "cpu" && text != "cuda")
+        throw UsageError("--device: '" + text + "' is not cuda or cpu");
+      o.device = parse_device(text);
+    } else if (arg == "--mode") {
+      o.mode = parse_mode_choice(value());
+    } else if (arg == "--batch") {
+      o.batch = positive(parse_number<std::int64_t>(value(), arg));
+    } else if (arg == "--input-shape") {
+      auto [name, shape] = split_name(value());
+      o.input_name = name;
+      o.input_shape = parse_shape(shape, arg);
+    } else if (arg == "--exits") {
+      const std::string text = value();
+      if (text != "off" && text != "all" && text != "early") {
+        throw UsageError("--exits: '" + text + "' is not off, all or early");
+      }
+      o.exits = parse_exit_policy(text);
+    } else if (arg == "--threshold") {
+      o.threshold = parse_number<float>(value(), arg);
+    } else if (arg == "--threads") {
+      o.threads = parse_number<int>(value(), arg);
+      if (o.threads < 0) throw UsageError("--threads must be 0 (all) or positive");
+    } else if (arg == "--warmup-ms") {
+      o.warmup_ms = parse_number<double>(value(), arg);
+      if (o.warmup_ms < 0) throw UsageError("--warmup-ms must not be negative");
+    } else if (arg == "--duration-s") {
+      o.duration_s = positive(parse_number<double>(value(), arg));
+    } else if (arg == "--iterations") {
+      o.iterations = positive(parse_number<int>(value(), arg));
+    } else if (arg == "--percentiles") {
+      o.percentiles = parse_list<double>(value(), arg);
+      for (double p : o.percentiles) {
+        if (!(p > 0 && p <= 100))
+          throw UsageError(fmt::format("--percentiles: {} is not in (0, 100]", p));
+      }
+    } else if (arg == "--load-input") {
+      auto [name, path] = split_name(value());
+      o.load_inputs.push_back({name, path});
+    } else if (arg == "--export-output") {
+      o.export_output = value();
+    } else if (arg == "--export-json") {
+      o.export_json = value();
+    } else if (arg == "--export-dot") {
+      o.export_dot = value();
+    } else if (arg == "--timeline") {
+      o.timeline = value();
+    } else if (arg == "--info") {
+      if (inline_value) throw UsageError("--info takes no value");
+      o.info = true;
+    } else if (arg == "--sweep-size") {
+      o.sweep_sizes = parse_list<std::int64_t>(value(), arg);
+      for (auto s : o.sweep_sizes)
+        positive(s);
+    } else if (arg == "--export-plot") {
+      o.export_plot = value();
+    } else {
+      throw UsageError("unknown argument '" + std::string(argv[i]) + "'");
+    }
+  }
+  if (o.model.empty()) throw UsageError("--model is required");
+  if (!o.export_plot.empty() && o.sweep_sizes.empty()) {
+    throw UsageError("--export-plot needs --sweep-size (it plots the sweep)");
+  }
+  return o;
+}
+
+}  // namespace cgr::bench

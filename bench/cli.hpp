@@ -1,0 +1,62 @@
+// cgr-bench's command line: the options, their parser and the usage and --help texts. Bad
+// arguments are reported as UsageError, which main turns into the message, the usage line and
+// exit status 2 (a model that fails to load is a different failure: status 1).
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cgr/engine.hpp>
+
+namespace cgr::bench {
+
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+enum class ModeChoice { dag, stream_graph, eager, all };
+
+struct InputFile {
+  std::string name;  // empty: the network's only (or first) input
+  std::string path;
+};
+
+struct Options {
+  std::string model;             // a built-in name or a path to a .onnx file
+  std::string weights;           // safetensors; empty: seeded random weights
+  std::optional<Device> device;  // unset: cuda when a device is usable, else cpu
+  ModeChoice mode = ModeChoice::all;
+  std::int64_t batch = 0;  // 0: the model's (or --input-shape's) batch
+  std::string input_name;  // --input-shape NAME=...; empty: the first input
+  std::optional<Shape> input_shape;
+  ExitPolicy exits = ExitPolicy::all;
+  float threshold = 0.9f;
+  int threads = 0;  // 0: one per hardware thread
+  double warmup_ms = 200;
+  double duration_s = 3;
+  int iterations = 0;  // 0: run for duration_s
+  std::vector<double> percentiles{90, 95, 99};
+  std::vector<InputFile> load_inputs;
+  std::string export_output, export_json, export_dot, timeline, export_plot;
+  bool info = false;
+  std::vector<std::int64_t> sweep_sizes;
+  std::vector<std::string> argv;  // the command as given, for the reports
+};
+
+// The usage line(s) printed after every argument error.
+const char* usage_text();
+// --help: the options and the definition of every metric the report prints.
+const char* help_text();
+
+// Throws UsageError for unknown options, missing or malformed values and combinations that
+// make no sense. Returns nullopt when --help was printed.
+std::optional<Options> parse_options(int argc, char** argv);
+
+// "1x3x224x224" -> Shape; UsageError when malformed.
+Shape parse_shape(const std::string& text, const std::string& option);
+
+}  // namespace cgr::bench

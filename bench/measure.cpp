@@ -1,0 +1,181 @@
+// Timing loop and statistics of cgr-bench (see measure.hpp). Everything is timed with
+// steady_clock around the public API calls, the way an application would see them.
+#include "measure.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+namespace cgr::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// One run of a mode; `record` false for warm-up.
+void run_once(ModeRun& run, bool record) {
+  const auto start = Clock::now();
+  run.context.run();
+  const double latency = ms_since(start);
+  if (!record) return;
+  run.latency_ms.push_back(latency);
+  if (run.engine.options().device == Device::cpu) {
+    // On the cpu the calling thread runs ops until the inference is done: issuing the work
+    // and doing it are the same time.
+    run.enqueue_ms.push_back(latency);
+  } else {
+    // The engine's own record of the run: host time until the work was enqueued, and device
+    // time between events around it (copies included).
+    run.enqueue_ms.push_back(run.context.last_enqueue_time_ms());
+    run.gpu_ms.push_back(run.context.last_gpu_time_ms());
+  }
+}
+
+}  // namespace
+
+Stats summarize(std::vector<double> values, const std::vector<double>& percentiles) {
+  Stats s;
+  s.count = values.size();
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  s.min = values.front();
+  s.max = values.back();
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(n);
+  s.median = n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  double squares = 0;
+  for (double v : values)
+    squares += (v - s.mean) * (v - s.mean);
+  s.stddev = std::sqrt(squares / static_cast<double>(n));
+  s.cv = s.mean > 0 ? s.stddev / s.mean : 0;
+  for (double p : percentiles) {
+    // Nearest rank: the smallest value with at least p% of the values at or below it.
+    const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(n)));
+    s.percentiles.emplace_back(p, values[std::clamp<std::size_t>(rank, 1, n) - 1]);
+  }
+  return s;
+}
+
+void fill_inputs(ExecutionContext& context, const InputTensors& inputs) {
+  for (const auto& [name, tensor] : inputs) {
+    const auto values = tensor.f32();
+    const auto buffer = context.input_buffer(name);
+    if (buffer.size() != values.size()) {
+      fail("input '{}' has {} elements, the engine expects {}", name, values.size(), buffer.size());
+    }
+    std::copy(values.begin(), values.end(), buffer.begin());
+  }
+}
+
+ModeRun make_mode_run(const Network& net, const Weights& weights, const EngineOptions& options,
+                      const InputTensors& inputs) {
+  auto start = Clock::now();
+  Engine engine = Engine::build(net, weights, options);
+  const double build_ms = ms_since(start);
+  start = Clock::now();
+  ExecutionContext context = engine.create_context();
+  const double instantiate_ms = ms_since(start);
+  // Engine and ExecutionContext have no default constructor: aggregate-initialise in order.
+  ModeRun run{options.mode,
+              std::move(engine),
+              std::move(context),
+              build_ms,
+              instantiate_ms,
+              {},
+              false,
+              false,
+              {},
+              {},
+              {},
+              0,
+              {},
+              {}};
+  run.has_enqueue = true;
+  run.has_gpu = options.device == Device::cuda;
+  if (run.has_gpu && options.mode != Mode::eager) {
+    run.cuda_graph_nodes = run.context.cuda_graph_report().nodes;
+  }
+  fill_inputs(run.context, inputs);
+  return run;
+}
+
+void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule) {
+  if (runs.empty()) return;
+  for (auto& run : runs) {
+    run.latency_ms.clear();
+    run.enqueue_ms.clear();
+    run.gpu_ms.clear();
+  }
+  // Warm-up: at least one run of each mode (lazy initialisation, caches, first touch).
+  const auto warmup_start = Clock::now();
+  do {
+    for (auto& run : runs)
+      run_once(run, false);
+  } while (ms_since(warmup_start) < rule.warmup_ms);
+
+  const std::size_t n = runs.size();
+  const auto start = Clock::now();
+  for (std::size_t round = 0;; ++round) {
+    for (std::size_t j = 0; j < n; ++j) {
+      ModeRun& run = runs[(round + j) % n];
+      // Switching modes switches engines: the previous engine's pool threads are still spinning
+      // and this one's have gone to sleep. An untimed lead-in run absorbs that, so the timed run
+      // is back-to-back as in a single-mode run (measured: two-branch at 8x8, dag's median was
+      // 53% higher interleaved without it than alone).
+      if (n > 1) run_once(run, false);
+      run_once(run, true);
+    }
+    if (rule.iterations > 0) {
+      if (static_cast<int>(round) + 1 >= rule.iterations) break;
+    } else if (ms_since(start) >= rule.duration_s * 1000.0) {
+      break;
+    }
+  }
+  for (auto& run : runs) {
+    run.ops_executed = run.context.ops_executed();
+    run.answered_by = "final";
+    for (const ExitReport& exit : run.context.exit_reports()) {
+      if (exit.ran && exit.fired && run.engine.options().exits == ExitPolicy::early) {
+        run.answered_by = exit.name;
+        break;
+      }
+    }
+  }
+}
+
+std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTensors& inputs) {
+  ExecutionContext context = engine.create_context();
+  fill_inputs(context, inputs);
+  context.set_profiling(true);
+  context.run();  // warm: first-touch of the arena and the kernels' scratch
+  context.run();
+  const auto timings = context.op_timings();
+  const auto executed_names = context.executed_ops();
+  const std::set<std::string> executed(executed_names.begin(), executed_names.end());
+  const Graph& graph = engine.graph();
+  std::vector<OpSpan> spans;
+  for (std::size_t i = 0; i < timings.size(); ++i) {
+    // Skipped ops (gated by a fired exit) keep no times.
+    if (!executed.contains(timings[i].op)) continue;
+    OpSpan span;
+    span.op = timings[i].op;
+    span.start_ms = timings[i].start_ms;
+    span.end_ms = timings[i].end_ms;
+    if (static_cast<int>(i) < graph.op_count()) {
+      span.kind = graph.op(static_cast<int>(i)).label;
+      span.lane = graph.lanes()[i];
+    }
+    spans.push_back(std::move(span));
+  }
+  std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
+    return a.start_ms < b.start_ms || (a.start_ms == b.start_ms && a.end_ms < b.end_ms);
+  });
+  return spans;
+}
+
+}  // namespace cgr::bench

@@ -1,0 +1,74 @@
+// Timing of cgr engines: one engine and context per mode, timed interleaved in rounds, plus
+// the statistics the report prints and the per-op record of one profiled inference.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cgr/engine.hpp>
+
+namespace cgr::bench {
+
+// Summary of one series of times (milliseconds).
+struct Stats {
+  std::size_t count = 0;
+  double min = 0, mean = 0, median = 0, max = 0, stddev = 0;
+  double cv = 0;                                       // stddev / mean
+  std::vector<std::pair<double, double>> percentiles;  // (p, nearest-rank value)
+};
+
+// `values` need not be sorted; an empty series gives count 0 and zeros.
+Stats summarize(std::vector<double> values, const std::vector<double>& percentiles);
+
+// The tensors written into every context's input buffers before timing.
+using InputTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// One execution mode under test: its engine, a context, and the times of its runs.
+struct ModeRun {
+  Mode mode = Mode::dag;
+  Engine engine;
+  ExecutionContext context;
+  double build_ms = 0;        // Engine::build
+  double instantiate_ms = 0;  // Engine::create_context
+  std::optional<std::size_t> cuda_graph_nodes;
+  bool has_enqueue = false;  // separate host enqueue times (cuda graph modes)
+  bool has_gpu = false;      // GPU compute times (cuda graph modes)
+  std::vector<double> latency_ms, enqueue_ms, gpu_ms;  // per timed iteration
+  int ops_executed = 0;                                // of the last run
+  std::string answered_by;                             // of the last run: an exit's name or "final"
+  std::optional<double> max_abs_diff_vs_dag;           // outputs of one inference against dag's
+};
+
+// Builds the engine and one context for `options.mode`, timing both, and fills the inputs.
+ModeRun make_mode_run(const Network& net, const Weights& weights, const EngineOptions& options,
+                      const InputTensors& inputs);
+
+// Copies the tensors into the context's input buffers (by name).
+void fill_inputs(ExecutionContext& context, const InputTensors& inputs);
+
+struct StopRule {
+  double warmup_ms = 200;
+  double duration_s = 3;
+  int iterations = 0;  // > 0: exactly this many timed runs per mode
+};
+
+// Warm-up, then timed rounds with one run of each mode per round (the first mode rotating),
+// until the rule says stop.
+void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule);
+
+// One op of one profiled inference, times since the start of the run.
+struct OpSpan {
+  std::string op;
+  std::string kind;  // the graph's label for the op (layer kinds), may be empty
+  int lane = 0;      // the graph's chain of the op (Graph::lanes)
+  double start_ms = 0, end_ms = 0;
+};
+
+// Runs one warm-up and one profiled inference on a fresh context of `engine` (cpu executor)
+// and returns the ops that executed, in start order.
+std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTensors& inputs);
+
+}  // namespace cgr::bench

@@ -1,0 +1,336 @@
+// Text and JSON report of cgr-bench (see report.hpp; the metrics are defined in cli.cpp's
+// --help text).
+#include "report.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace cgr::bench {
+namespace {
+
+constexpr double kStableCv = 0.02;  // the stability warning threshold (2%)
+
+std::string percentile_key(double p) {
+  return fmt::format("p{}", p);
+}
+
+const ModeRun* find_mode(const std::vector<ModeRun>& runs, Mode mode) {
+  for (const auto& run : runs) {
+    if (run.mode == mode) return &run;
+  }
+  return nullptr;
+}
+
+std::string stats_line(const Stats& s) {
+  std::string line = fmt::format("min {:.4f}  mean {:.4f}  median {:.4f}", s.min, s.mean, s.median);
+  for (const auto& [p, v] : s.percentiles)
+    line += fmt::format("  {} {:.4f}", percentile_key(p), v);
+  return line + fmt::format("  max {:.4f} ms", s.max);
+}
+
+nlohmann::json stats_json(const Stats& s) {
+  nlohmann::json j = {{"count", s.count},   {"min", s.min}, {"mean", s.mean},
+                      {"median", s.median}, {"max", s.max}, {"stddev", s.stddev},
+                      {"cv", s.cv}};
+  nlohmann::json percentiles = nlohmann::json::object();
+  for (const auto& [p, v] : s.percentiles)
+    percentiles[percentile_key(p)] = v;
+  j["percentiles"] = percentiles;
+  return j;
+}
+
+nlohmann::json shape_json(const Shape& shape) {
+  return shape.dims();
+}
+
+double throughput(const ModeRun& run) {
+  double total_ms = 0;
+  for (double t : run.latency_ms)
+    total_ms += t;
+  return total_ms > 0 ? static_cast<double>(run.latency_ms.size()) * 1000.0 / total_ms : 0;
+}
+
+std::string stop_rule(const Options& o) {
+  return o.iterations > 0 ? fmt::format("{} iterations per mode", o.iterations)
+                          : fmt::format("{} s of timed rounds", o.duration_s);
+}
+
+}  // namespace
+
+std::string format_bytes(std::size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+void print_model_and_device(const ModelFacts& model, const DeviceInfo& device,
+                            const Options& options) {
+  fmt::print("=== Model ===\n");
+  fmt::print("model          {} ({}), weights {}\n", model.name, model.source, model.weights);
+  for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+    fmt::print("input          {} {} ({})\n", model.inputs[i].name,
+               model.inputs[i].shape.to_string(),
+               i < model.input_sources.size() ? model.input_sources[i] : "seeded");
+  }
+  for (const auto& out : model.outputs)
+    fmt::print("output         {} {}\n", out.name, out.shape.to_string());
+  fmt::print("exits          {} (threshold {})\n", to_string(options.exits), options.threshold);
+  fmt::print("=== Device ===\n");
+  if (device.device == Device::cpu) {
+    fmt::print("device         cpu: {}, {} hardware threads, engine computes on {}\n", device.name,
+               device.hardware_threads, device.threads);
+  } else {
+    fmt::print("device         cuda: {}, {} SMs, {}, compute capability {}\n", device.name,
+               device.sm_count, format_bytes(device.memory_bytes), device.compute_capability);
+    fmt::print("versions       driver {}, runtime {}\n", device.driver_version,
+               device.runtime_version);
+  }
+}
+
+void print_graph_facts(const std::vector<ModeRun>& runs) {
+  if (runs.empty()) return;
+  const EngineInfo info = runs.front().engine.info();
+  const Graph& graph = runs.front().engine.graph();
+  fmt::print("=== Graph ===\n");
+  fmt::print(
+      "layers         {} -> {} ops after fusion, {} edges, critical path {}, width {}, {} lanes\n",
+      info.layers, info.ops, info.edges, info.critical_path, info.max_width, graph.lane_count());
+  const double share = info.activation_bytes > 0 ? 100.0 * static_cast<double>(info.arena_bytes) /
+                                                       static_cast<double>(info.activation_bytes)
+                                                 : 0.0;
+  fmt::print("memory         arena {} of {} activations ({:.0f}%), weights {}\n",
+             format_bytes(info.arena_bytes), format_bytes(info.activation_bytes), share,
+             format_bytes(info.weight_bytes));
+  std::string times, nodes;
+  for (const auto& run : runs) {
+    times += fmt::format("  {} {:.2f} / {:.2f} ms", to_string(run.mode), run.build_ms,
+                         run.instantiate_ms);
+    if (run.cuda_graph_nodes)
+      nodes += fmt::format("  {} {}", to_string(run.mode), *run.cuda_graph_nodes);
+  }
+  fmt::print("build / inst.{}\n", times);
+  if (!nodes.empty()) fmt::print("graph nodes  {}\n", nodes);
+}
+
+void print_performance(const std::vector<ModeRun>& runs, const Options& options,
+                       std::int64_t batch) {
+  fmt::print("=== Performance summary ({}; warm-up {} ms; modes interleaved) ===\n",
+             stop_rule(options), options.warmup_ms);
+  bool unstable = false;
+  for (const auto& run : runs) {
+    const Stats latency = summarize(run.latency_ms, options.percentiles);
+    const bool cpu = run.engine.options().device == Device::cpu;
+    fmt::print("[{}]\n", to_string(run.mode));
+    fmt::print("  iterations     {}\n", latency.count);
+    fmt::print("  latency        {}\n", stats_line(latency));
+    const double per_s = throughput(run);
+    fmt::print("  throughput     {:.1f} inferences/s ({:.1f} samples/s at batch {})\n", per_s,
+               per_s * static_cast<double>(batch), batch);
+    if (cpu) {
+      fmt::print(
+          "  host enqueue   = latency on cpu (the calling thread runs ops until the inference is "
+          "done)\n");
+      fmt::print("  GPU compute    n/a on cpu\n");
+    } else {
+      fmt::print("  host enqueue   {}\n",
+                 stats_line(summarize(run.enqueue_ms, options.percentiles)));
+      fmt::print("  GPU compute    {} (copies included)\n",
+                 stats_line(summarize(run.gpu_ms, options.percentiles)));
+    }
+    if (latency.cv > kStableCv) {
+      unstable = true;
+      fmt::print(
+          "  stability      WARNING: CV {:.2f}% > 2% (stddev {:.4f} ms): noisy; other load,"
+          " frequency scaling or too few iterations\n",
+          100 * latency.cv, latency.stddev);
+    } else {
+      fmt::print("  stability      CV {:.2f}% (stddev {:.4f} ms): stable\n", 100 * latency.cv,
+                 latency.stddev);
+    }
+    fmt::print("  ops executed   {} (answered by {})\n", run.ops_executed, run.answered_by);
+  }
+  const ModeRun* dag = find_mode(runs, Mode::dag);
+  if (runs.size() > 1 && dag != nullptr) {
+    const double dag_median = summarize(dag->latency_ms, {}).median;
+    fmt::print("=== Comparison (median latency, interleaved rounds) ===\n");
+    fmt::print("  {:<14} {:>11}  {:>8}  {}\n", "mode", "median ms", "vs dag",
+               "outputs vs dag (max |diff|)");
+    for (const auto& run : runs) {
+      const double median = summarize(run.latency_ms, {}).median;
+      fmt::print("  {:<14} {:>11.4f}  {:>7.2f}x  {}\n", to_string(run.mode), median,
+                 median / dag_median,
+                 run.max_abs_diff_vs_dag ? fmt::format("{:.3g}", *run.max_abs_diff_vs_dag) : "-");
+    }
+    if (unstable)
+      fmt::print(
+          "  (some modes were unstable: rerun with a longer --duration-s or on an idle machine)\n");
+  }
+}
+
+std::vector<double> sweep_ratio(const std::vector<Mode>& modes,
+                                const std::vector<SweepPoint>& points) {
+  const auto index_of = [&](Mode m) {
+    for (std::size_t k = 0; k < modes.size(); ++k) {
+      if (modes[k] == m) return static_cast<int>(k);
+    }
+    return -1;
+  };
+  const int dag = index_of(Mode::dag), eager = index_of(Mode::eager);
+  std::vector<double> ratios;
+  if (dag < 0 || eager < 0) return ratios;
+  for (const auto& p : points) {
+    ratios.push_back(p.stats[static_cast<std::size_t>(eager)].median /
+                     p.stats[static_cast<std::size_t>(dag)].median);
+  }
+  return ratios;
+}
+
+void print_sweep_table(const std::vector<Mode>& modes, const std::vector<SweepPoint>& points) {
+  const std::vector<double> ratios = sweep_ratio(modes, points);
+  std::string header = fmt::format("  {:>6}", "size");
+  for (Mode m : modes)
+    header += fmt::format("  {:>15}", fmt::format("{} ms", to_string(m)));
+  header += fmt::format("  {:>7}", "max CV");
+  if (!ratios.empty()) header += fmt::format("  {:>10}", "eager/dag");
+  fmt::print("=== Size sweep (median latency per mode, interleaved) ===\n{}\n", header);
+  bool noisy = false;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    std::string line = fmt::format("  {:>6}", points[i].size);
+    double max_cv = 0;
+    for (const auto& s : points[i].stats) {
+      line += fmt::format("  {:>15.4f}", s.median);
+      max_cv = std::max(max_cv, s.cv);
+    }
+    line += fmt::format("  {:>6.1f}%", 100 * max_cv);
+    if (!ratios.empty()) {
+      // Judged on the printed (rounded) ratio so that the words agree with the number.
+      const double shown = std::round(ratios[i] * 100) / 100;
+      line += fmt::format("  {:>9.2f}x  {}", ratios[i],
+                          shown >= 1.02   ? "dag faster"
+                          : shown <= 0.98 ? "eager faster"
+                                          : "even (within 2%)");
+    }
+    fmt::print("{}\n", line);
+    noisy = noisy || max_cv > kStableCv;
+  }
+  if (noisy) {
+    fmt::print(
+        "  (max CV above 2%: the medians are noisy; differences of a few percent are not "
+        "significant)\n");
+  }
+}
+
+nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
+                           const Options& options, const std::vector<ModeRun>& runs,
+                           const std::optional<TimelineRecord>& timeline,
+                           const std::vector<Mode>& sweep_modes,
+                           const std::vector<SweepPoint>& sweep) {
+  using nlohmann::json;
+  json j;
+  j["tool"] = "cgr-bench";
+  j["command"] = options.argv;
+  json inputs = json::array(), outputs = json::array();
+  for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+    inputs.push_back(
+        {{"name", model.inputs[i].name},
+         {"shape", shape_json(model.inputs[i].shape)},
+         {"source", i < model.input_sources.size() ? model.input_sources[i] : "seeded"}});
+  }
+  for (const auto& out : model.outputs)
+    outputs.push_back({{"name", out.name}, {"shape", shape_json(out.shape)}});
+  j["model"] = {{"name", model.name},   {"source", model.source}, {"weights", model.weights},
+                {"batch", model.batch}, {"inputs", inputs},       {"outputs", outputs}};
+  j["device"] = {{"kind", to_string(device.device)}, {"name", device.name}};
+  if (device.device == Device::cpu) {
+    j["device"]["hardware_threads"] = device.hardware_threads;
+    j["device"]["threads"] = device.threads;
+  } else {
+    j["device"]["sm_count"] = device.sm_count;
+    j["device"]["memory_bytes"] = device.memory_bytes;
+    j["device"]["compute_capability"] = device.compute_capability;
+    j["device"]["driver_version"] = device.driver_version;
+    j["device"]["runtime_version"] = device.runtime_version;
+  }
+  j["settings"] = {
+      {"warmup_ms", options.warmup_ms},
+      {"duration_s", options.duration_s},
+      {"iterations", options.iterations > 0 ? json(options.iterations) : json(nullptr)},
+      {"percentiles", options.percentiles},
+      {"exits", to_string(options.exits)},
+      {"threshold",
+       std::stod(fmt::format("{}", options.threshold))}};  // 0.9, not 0.8999999761581421
+  if (!runs.empty()) {
+    const EngineInfo info = runs.front().engine.info();
+    j["graph"] = {{"layers", info.layers},
+                  {"ops", info.ops},
+                  {"edges", info.edges},
+                  {"critical_path", info.critical_path},
+                  {"width", info.max_width},
+                  {"lanes", runs.front().engine.graph().lane_count()},
+                  {"arena_bytes", info.arena_bytes},
+                  {"activation_bytes", info.activation_bytes},
+                  {"weight_bytes", info.weight_bytes}};
+  }
+  const ModeRun* dag = find_mode(runs, Mode::dag);
+  const double dag_median =
+      dag != nullptr && !dag->latency_ms.empty() ? summarize(dag->latency_ms, {}).median : 0;
+  json modes = json::array();
+  for (const auto& run : runs) {
+    if (run.latency_ms.empty()) continue;  // --info: built, not timed
+    const Stats latency = summarize(run.latency_ms, options.percentiles);
+    json m = {
+        {"mode", to_string(run.mode)},
+        {"build_ms", run.build_ms},
+        {"instantiate_ms", run.instantiate_ms},
+        {"cuda_graph_nodes", run.cuda_graph_nodes ? json(*run.cuda_graph_nodes) : json(nullptr)},
+        {"iterations", latency.count},
+        {"latency_ms", stats_json(latency)},
+        {"throughput_per_s", throughput(run)},
+        {"throughput_samples_per_s", throughput(run) * static_cast<double>(model.batch)},
+        {"enqueue_ms", run.has_enqueue ? stats_json(summarize(run.enqueue_ms, options.percentiles))
+                                       : json(nullptr)},
+        {"gpu_compute_ms",
+         run.has_gpu ? stats_json(summarize(run.gpu_ms, options.percentiles)) : json(nullptr)},
+        {"stable", latency.cv <= kStableCv},
+        {"ops_executed", run.ops_executed},
+        {"answered_by", run.answered_by},
+        {"ratio_vs_dag", dag_median > 0 ? json(latency.median / dag_median) : json(nullptr)},
+        {"max_abs_diff_vs_dag",
+         run.max_abs_diff_vs_dag ? json(*run.max_abs_diff_vs_dag) : json(nullptr)}};
+    m["samples"] = {{"latency_ms", run.latency_ms},
+                    {"enqueue_ms", run.has_enqueue ? json(run.enqueue_ms) : json(nullptr)},
+                    {"gpu_compute_ms", run.has_gpu ? json(run.gpu_ms) : json(nullptr)}};
+    modes.push_back(std::move(m));
+  }
+  j["modes"] = std::move(modes);
+  if (timeline) {
+    j["timeline"] = {{"file", timeline->file},
+                     {"mode", to_string(timeline->mode)},
+                     {"ops_executed", timeline->facts.bars},
+                     {"rows", timeline->facts.rows},
+                     {"span_ms", timeline->facts.span_ms},
+                     {"busy_ms", timeline->facts.busy_ms}};
+  }
+  if (!sweep.empty()) {
+    const std::vector<double> ratios = sweep_ratio(sweep_modes, sweep);
+    json points = json::array();
+    for (std::size_t i = 0; i < sweep.size(); ++i) {
+      json per_mode = json::object();
+      for (std::size_t k = 0; k < sweep_modes.size(); ++k) {
+        json s = stats_json(sweep[i].stats[k]);
+        per_mode[std::string(to_string(sweep_modes[k]))] = std::move(s);
+      }
+      points.push_back({{"size", sweep[i].size},
+                        {"latency_ms", per_mode},
+                        {"eager_over_dag", ratios.empty() ? json(nullptr) : json(ratios[i])}});
+    }
+    j["sweep"] = std::move(points);
+  }
+  return j;
+}
+
+}  // namespace cgr::bench

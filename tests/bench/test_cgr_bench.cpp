@@ -1,0 +1,416 @@
+// cgr-bench end to end on the CPU: the binary runs on small models (two-branch at 16x16,
+// ResNet-18 with exits at 32x32) and its JSON, SVG files, exit statuses and messages are
+// checked. The binary's path comes from CMake (CGR_BENCH_PATH); runs are short (--iterations,
+// --warmup-ms 5) so the whole suite takes a few seconds.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cgr/npy.hpp>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kWork = CGR_BENCH_WORK_DIR;
+const std::string kSmall = "--model two-branch --device cpu --input-shape 1x3x16x16 --warmup-ms 5";
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+// Runs cgr-bench with `args` (paths already quoted); stdout and stderr go to files.
+Run bench(const std::string& args, const std::string& tag) {
+  fs::create_directories(kWork);
+  const fs::path out = kWork / (tag + ".out"), err = kWork / (tag + ".err");
+  const std::string command =
+      quoted(CGR_BENCH_PATH) + " " + args + " >" + quoted(out) + " 2>" + quoted(err);
+  const int raw = std::system(command.c_str());
+  Run run;
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  run.out = read_text(out);
+  run.err = read_text(err);
+  return run;
+}
+
+json load_json(const fs::path& path) {
+  return json::parse(read_text(path));
+}
+
+int count_of(const std::string& text, const std::string& needle) {
+  int count = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++count;
+  return count;
+}
+
+// A small well-formedness check, enough for the files cgr-bench writes: an optional XML
+// declaration, one root element, properly nested and closed tags, quoted attributes, no bare
+// '<' or '&' in text or attribute values. Returns "" when well-formed, else what is wrong.
+std::string xml_problem(const std::string& x) {
+  std::vector<std::string> open;
+  int roots = 0;
+  auto entity_ok = [&](std::size_t at) {
+    const auto end = x.find(';', at);
+    if (end == std::string::npos || end - at > 10) return false;
+    const std::string name = x.substr(at + 1, end - at - 1);
+    return name == "amp" || name == "lt" || name == "gt" || name == "quot" || name == "apos" ||
+           (name.size() > 1 && name[0] == '#');
+  };
+  auto name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ':' ||
+           c == '.';
+  };
+  std::size_t i = 0;
+  if (x.starts_with("<?xml")) {
+    i = x.find("?>");
+    if (i == std::string::npos) return "unterminated XML declaration";
+    i += 2;
+  }
+  while (i < x.size()) {
+    if (x[i] == '&') {
+      if (!entity_ok(i)) return "bare '&' at " + std::to_string(i);
+      ++i;
+    } else if (x[i] != '<') {
+      if (open.empty() && !std::isspace(static_cast<unsigned char>(x[i])))
+        return "text outside the root at " + std::to_string(i);
+      ++i;
+    } else if (x.compare(i, 4, "<!--") == 0) {
+      const auto end = x.find("-->", i);
+      if (end == std::string::npos) return "unterminated comment";
+      i = end + 3;
+    } else if (x.compare(i, 2, "</") == 0) {
+      std::size_t j = i + 2;
+      while (j < x.size() && name_char(x[j]))
+        ++j;
+      const std::string name = x.substr(i + 2, j - i - 2);
+      while (j < x.size() && std::isspace(static_cast<unsigned char>(x[j])))
+        ++j;
+      if (j >= x.size() || x[j] != '>') return "malformed end tag </" + name;
+      if (open.empty() || open.back() != name)
+        return "</" + name + "> does not close <" + (open.empty() ? "" : open.back()) + ">";
+      open.pop_back();
+      i = j + 1;
+    } else {
+      std::size_t j = i + 1;
+      while (j < x.size() && name_char(x[j]))
+        ++j;
+      const std::string name = x.substr(i + 1, j - i - 1);
+      if (name.empty()) return "bare '<' at " + std::to_string(i);
+      if (open.empty() && ++roots > 1) return "a second root element <" + name + ">";
+      // Attributes: name="value" or name='value'.
+      for (;;) {
+        while (j < x.size() && std::isspace(static_cast<unsigned char>(x[j])))
+          ++j;
+        if (j >= x.size()) return "unterminated tag <" + name;
+        if (x[j] == '>' || x.compare(j, 2, "/>") == 0) break;
+        const std::size_t attr = j;
+        while (j < x.size() && name_char(x[j]))
+          ++j;
+        if (j == attr || j >= x.size() || x[j] != '=')
+          return "malformed attribute in <" + name + ">";
+        const char quote = x[j + 1];
+        if (quote != '"' && quote != '\'') return "unquoted attribute in <" + name + ">";
+        const auto end = x.find(quote, j + 2);
+        if (end == std::string::npos) return "unterminated attribute in <" + name + ">";
+        for (std::size_t k = j + 2; k < end; ++k) {
+          if (x[k] == '<') return "'<' in an attribute of <" + name + ">";
+          if (x[k] == '&' && !entity_ok(k)) return "bare '&' in an attribute of <" + name + ">";
+        }
+        j = end + 1;
+      }
+      if (x[j] == '/') {
+        i = j + 2;  // self-closing
+      } else {
+        open.push_back(name);
+        i = j + 1;
+      }
+    }
+  }
+  if (!open.empty()) return "<" + open.back() + "> is not closed";
+  if (roots != 1) return "no root element";
+  return "";
+}
+
+void check_stats(const json& s, const std::vector<std::string>& percentiles) {
+  for (const char* key : {"count", "min", "mean", "median", "max", "stddev", "cv", "percentiles"}) {
+    INFO(key);
+    CHECK(s.contains(key));
+  }
+  const double min = s["min"], median = s["median"], mean = s["mean"], max = s["max"];
+  CHECK(min > 0);
+  CHECK(min <= median);
+  CHECK(median <= max);
+  CHECK(min <= mean);
+  CHECK(mean <= max);
+  CHECK(s["stddev"].get<double>() >= 0);
+  double previous = min;
+  for (const auto& p : percentiles) {
+    INFO(p);
+    REQUIRE(s["percentiles"].contains(p));
+    const double v = s["percentiles"][p];
+    CHECK(v >= previous);
+    CHECK(v <= max);
+    previous = v;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cgr-bench: one cpu mode, JSON fields, ordering and the iteration count") {
+  const fs::path report = kWork / "single.json";
+  fs::remove(report);
+  const Run run = bench(
+      kSmall + " --mode dag --iterations 20 --percentiles 50,90,99 --export-json " + quoted(report),
+      "single");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("=== Performance summary") != std::string::npos);
+  CHECK(run.out.find("GPU compute    n/a on cpu") != std::string::npos);
+  const json j = load_json(report);
+  for (const char* key : {"tool", "command", "model", "device", "settings", "graph", "modes"}) {
+    INFO(key);
+    CHECK(j.contains(key));
+  }
+  CHECK(j["model"]["name"] == "two-branch");
+  CHECK(j["model"]["inputs"][0]["shape"] == json::array({1, 3, 16, 16}));
+  CHECK(j["device"]["kind"] == "cpu");
+  CHECK(j["device"]["threads"].get<int>() > 0);
+  for (const char* key : {"layers", "ops", "edges", "critical_path", "width", "lanes",
+                          "arena_bytes", "activation_bytes", "weight_bytes"}) {
+    INFO(key);
+    CHECK(j["graph"][key].get<double>() > 0);
+  }
+  CHECK(j["graph"]["width"] == 2);  // the two branches
+  REQUIRE(j["modes"].size() == 1);
+  const json& m = j["modes"][0];
+  CHECK(m["mode"] == "dag");
+  CHECK(m["iterations"] == 20);
+  CHECK(m["samples"]["latency_ms"].size() == 20);
+  check_stats(m["latency_ms"], {"p50", "p90", "p99"});
+  CHECK(m["latency_ms"]["count"] == 20);
+  CHECK(m["throughput_per_s"].get<double>() > 0);
+  CHECK(m["build_ms"].get<double>() > 0);
+  CHECK(m["instantiate_ms"].get<double>() >= 0);
+  // On the cpu the host enqueue time is the latency; there is no GPU compute time.
+  CHECK(m["enqueue_ms"]["median"] == m["latency_ms"]["median"]);
+  CHECK(m["gpu_compute_ms"].is_null());
+  CHECK(m["ops_executed"] == j["graph"]["ops"]);
+  CHECK(m["answered_by"] == "final");
+  CHECK(m.contains("stable"));
+}
+
+TEST_CASE("cgr-bench: --mode all has both cpu modes and their ratio to dag") {
+  const fs::path report = kWork / "all.json";
+  fs::remove(report);
+  const Run run =
+      bench(kSmall + " --mode all --iterations 15 --export-json " + quoted(report), "all");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("=== Comparison") != std::string::npos);
+  const json j = load_json(report);
+  REQUIRE(j["modes"].size() == 2);
+  CHECK(j["modes"][0]["mode"] == "dag");
+  CHECK(j["modes"][1]["mode"] == "eager");
+  for (const json& m : j["modes"]) {
+    CHECK(m["iterations"] == 15);
+    check_stats(m["latency_ms"], {"p90", "p95", "p99"});
+    const double ratio = m["ratio_vs_dag"];
+    CHECK(ratio > 0);
+    CHECK(ratio == doctest::Approx(m["latency_ms"]["median"].get<double>() /
+                                   j["modes"][0]["latency_ms"]["median"].get<double>()));
+    // Every mode computes the same function as dag.
+    CHECK(m["max_abs_diff_vs_dag"].get<double>() <= 1e-4);
+  }
+  CHECK(j["modes"][0]["ratio_vs_dag"] == 1.0);
+}
+
+TEST_CASE("cgr-bench: --duration-s stops a run without --iterations") {
+  const fs::path report = kWork / "duration.json";
+  fs::remove(report);
+  const Run run =
+      bench(kSmall + " --mode dag --duration-s 0.2 --export-json " + quoted(report), "duration");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const json j = load_json(report);
+  const json& m = j["modes"][0];
+  CHECK(m["iterations"].get<int>() >= 1);
+  double total = 0;
+  for (double t : m["samples"]["latency_ms"])
+    total += t;
+  CHECK(total <=
+        200 +
+            50 * m["latency_ms"]["max"].get<double>());  // stops after the round that passes 0.2 s
+}
+
+TEST_CASE("cgr-bench: the timeline has one bar per executed op and is well-formed XML") {
+  const fs::path svg = kWork / "timeline.svg", report = kWork / "timeline.json";
+  fs::remove(svg);
+  const Run run = bench(kSmall + " --mode dag --iterations 3 --timeline " + quoted(svg) +
+                            " --export-json " + quoted(report),
+                        "timeline");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const std::string text = read_text(svg);
+  CHECK(xml_problem(text) == "");
+  const json j = load_json(report);
+  const int executed = j["modes"][0]["ops_executed"];
+  CHECK(j["timeline"]["ops_executed"] == executed);
+  CHECK(count_of(text, "<rect class=\"op\"") == executed);
+  CHECK(count_of(text, "<title>") >= executed);
+  CHECK(j["timeline"]["rows"].get<int>() >= 1);
+}
+
+TEST_CASE("cgr-bench: early exits skip ops, and the timeline shows only those that ran") {
+  const fs::path svg = kWork / "exits.svg", report = kWork / "exits.json";
+  const Run run = bench(
+      "--model resnet18-exits --device cpu --input-shape 1x3x32x32 --warmup-ms 5 --mode dag "
+      "--exits early --threshold 0 --iterations 3 --timeline " +
+          quoted(svg) + " --export-json " + quoted(report),
+      "exits");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const json j = load_json(report);
+  const json& m = j["modes"][0];
+  CHECK(m["answered_by"] == "exit0");  // threshold 0: the first head always fires
+  CHECK(m["ops_executed"].get<int>() < j["graph"]["ops"].get<int>());
+  const std::string text = read_text(svg);
+  CHECK(xml_problem(text) == "");
+  CHECK(count_of(text, "<rect class=\"op\"") == m["ops_executed"].get<int>());
+}
+
+TEST_CASE("cgr-bench: the size sweep prints a table and writes a well-formed plot") {
+  const fs::path plot = kWork / "sweep.svg", report = kWork / "sweep.json";
+  fs::remove(plot);
+  const Run run = bench(
+      "--model two-branch --device cpu --warmup-ms 5 --iterations 5 --sweep-size 8,16 "
+      "--export-plot " +
+          quoted(plot) + " --export-json " + quoted(report),
+      "sweep");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("=== Size sweep") != std::string::npos);
+  CHECK(run.out.find("eager/dag") != std::string::npos);
+  const std::string text = read_text(plot);
+  CHECK(xml_problem(text) == "");
+  CHECK(count_of(text, "<polyline") == 3);  // dag, eager, eager / dag
+  const json j = load_json(report);
+  REQUIRE(j["sweep"].size() == 2);
+  CHECK(j["sweep"][0]["size"] == 8);
+  CHECK(j["sweep"][1]["size"] == 16);
+  for (const json& p : j["sweep"]) {
+    check_stats(p["latency_ms"]["dag"], {"p90", "p95", "p99"});
+    check_stats(p["latency_ms"]["eager"], {"p90", "p95", "p99"});
+    CHECK(p["eager_over_dag"].get<double>() > 0);
+  }
+}
+
+TEST_CASE("cgr-bench: --info prints the graph facts and exits") {
+  const Run run = bench("--model googlenet --device cpu --info", "info");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("critical path") != std::string::npos);
+  CHECK(run.out.find("=== Performance summary") == std::string::npos);
+  CHECK(run.out.find("output         logits 1x1000") != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
+  const std::vector<std::string> bad = {
+      "",
+      "--model two-branch --bogus",
+      "--model nonsense",
+      "--model two-branch --iterations ten",
+      "--model two-branch --iterations 0",
+      "--model two-branch --device tpu",
+      "--model two-branch --device cpu --mode stream-graph",
+      "--model two-branch --mode fastest",
+      "--model two-branch --percentiles 90,101",
+      "--model two-branch --input-shape 1x3x16",
+      "--model two-branch --input-shape 1x3x16x8",
+      "--model resnet18 --input-shape 1x4x32x32",
+      "--model two-branch --export-plot x.svg",
+      "--model two-branch --threads",
+  };
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    INFO("args: " << bad[i]);
+    const Run run = bench(bad[i], "bad" + std::to_string(i));
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.err.find("cgr-bench: ") == 0);
+    CHECK(run.err.find("usage: cgr-bench") != std::string::npos);
+  }
+}
+
+TEST_CASE("cgr-bench: a model that fails to load exits 1 with the loader's message") {
+  const fs::path missing = kWork / "no-such-model.onnx";
+  fs::remove(missing);
+  const Run run = bench("--model " + quoted(missing) + " --device cpu", "missing");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(run.err.find(missing.string()) != std::string::npos);  // the loader names the file
+  CHECK(run.err.find("usage:") == std::string::npos);
+#if defined(CGR_HAVE_ONNX)
+  CHECK(run.err.find("built without the ONNX importer") == std::string::npos);
+#endif
+  const Run weights =
+      bench("--model two-branch --device cpu --weights " + quoted(kWork / "none.safetensors"),
+            "missing_weights");
+  CHECK(weights.status == 1);
+  CHECK(weights.err.find("none.safetensors") != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: --load-input feeds the model and --export-output writes its outputs") {
+  const fs::path input = kWork / "x16.npy", wrong = kWork / "x8.npy", outputs = kWork / "outputs";
+  cgr::save_npy(input, cgr::Tensor(cgr::Shape{1, 3, 16, 16}, std::vector<float>(768, 0.5f)));
+  cgr::save_npy(wrong, cgr::Tensor(cgr::Shape{1, 3, 8, 8}, std::vector<float>(192, 0.5f)));
+  fs::remove_all(outputs);
+  const Run run = bench(kSmall + " --mode dag --iterations 2 --load-input x=" + quoted(input) +
+                            " --export-output " + quoted(outputs),
+                        "load_input");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find(input.string()) != std::string::npos);  // the input's source is reported
+  const cgr::Tensor out = cgr::load_npy(outputs / "out.npy");
+  CHECK(out.shape() == cgr::Shape{1, 64, 16, 16});
+
+  const Run bad = bench(kSmall + " --iterations 2 --load-input " + quoted(wrong), "load_wrong");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("x8.npy") != std::string::npos);
+  const Run unknown =
+      bench(kSmall + " --iterations 2 --load-input y=" + quoted(input), "load_unknown");
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err.find("no input named 'y'") != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: --help defines the metrics") {
+  const Run run = bench("--help", "help");
+  CHECK(run.status == 0);
+  for (const char* metric :
+       {"latency", "median", "pN", "throughput", "host enqueue", "GPU compute", "stability",
+        "ratio vs dag", "critical path", "width", "arena", "instantiate"}) {
+    INFO(metric);
+    CHECK(run.out.find(metric) != std::string::npos);
+  }
+}

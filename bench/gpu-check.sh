@@ -38,7 +38,7 @@ deps_args=()
 if [[ -d "$deps/include" ]]; then deps_args=(-DCGR_DEPS_DIR="$deps" -DCGR_ENABLE_ONNX=OFF); fi
 if ! { cmake -S "$root" -B "$root/build/gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
          -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" "${deps_args[@]}" &&
-       cmake --build "$root/build/gpu" --target cgr_gpu_tests cgr_tests two_branch resnet18 resnet18_exits; } \
+       cmake --build "$root/build/gpu" --target cgr_gpu_tests cgr_tests two_branch resnet18 resnet18_exits cgr-bench; } \
        >"$out/build.log" 2>&1; then
   note "BUILD FAILED (see build.log)"; tail -n 30 "$out/build.log"; exit 1
 fi
@@ -64,12 +64,25 @@ else
   note "compute-sanitizer not found on this machine"
 fi
 
-note "== timing (median of interleaved rounds)"
-{
-  for size in 32 112 224; do timeout 120 "$bin/samples/two_branch" --device cuda --size "$size" --iterations 200; done
-  timeout 120 "$bin/samples/resnet18" --device cuda --iterations 200
-  for t in 0 0.5 2; do timeout 120 "$bin/samples/resnet18_exits" --device cuda --threshold "$t" --iterations 200; done
-} >"$out/timing.log" 2>&1
-grep -E "two-branch:|ResNet-18|dag|stream-graph|eager|exits (off|all|early)|answered" "$out/timing.log" | tee -a "$summary"
+note "== timing: cgr-bench --mode all (dag, stream-graph, eager side by side)"
+json=$out/json
+mkdir -p "$json"
+run_bench() {  # name, then cgr-bench arguments
+  local name=$1; shift
+  timeout 120 "$bin/bench/cgr-bench" --device cuda --mode all --duration-s 2 \
+    --export-json "$json/$name.json" "$@" >>"$out/timing.log" 2>&1 || note "$name: cgr-bench exit $?"
+}
+run_bench two-branch-32 --model two-branch --input-shape 1x3x32x32
+run_bench two-branch-224 --model two-branch --input-shape 1x3x224x224
+run_bench inception --model inception
+run_bench resnet18 --model resnet18
+run_bench googlenet --model googlenet
+for policy in off all; do run_bench "exits-$policy" --model resnet18-exits --exits "$policy"; done
+for t in 0 2; do run_bench "exits-early-$t" --model resnet18-exits --exits early --threshold "$t"; done
+timeout 120 "$bin/bench/cgr-bench" --device cuda --model two-branch --mode all \
+  --sweep-size 16,32,64,112,224 --duration-s 1 >>"$out/timing.log" 2>&1
+# One screen: model, then each mode's median and its ratio to dag.
+grep -E "^model|^  (dag|stream-graph|eager) +[0-9]|ops executed|eager/dag|^ +[0-9]+ +[0-9.]+ +[0-9.]+" "$out/timing.log" | tee -a "$summary"
+(cd "$out" && tar czf bench-json.tgz json && rm -rf json)
 
 note "== done in $((SECONDS - start)) s"

@@ -1,5 +1,7 @@
 // Side-by-side latency of several execution contexts: modes are timed interleaved, one run
-// of each per round, so drift (clock, other load) affects them alike.
+// of each per round, so drift (clock, other load) affects them alike. Each timed run follows
+// an untimed one of the same context: switching engines finds the new engine's pool threads
+// asleep (the other engine's were spinning), a cost a real replay loop does not pay.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +19,7 @@ inline std::vector<double> interleaved_median_ms(std::vector<ExecutionContext*> 
   for (auto* ctx : contexts) ctx->run();
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t k = 0; k < contexts.size(); ++k) {
+      contexts[k]->run();
       const auto start = std::chrono::steady_clock::now();
       contexts[k]->run();
       times[k].push_back(std::chrono::duration<double, std::milli>(

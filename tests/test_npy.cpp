@@ -22,6 +22,9 @@ using namespace cgr;
 using namespace std::string_literals;
 using namespace std::string_view_literals;
 using cgr::test::error_message;
+using cgr::test::f16_bits;
+using cgr::test::f16_tensor;
+using cgr::test::same_bits;
 using cgr::test::TempDir;
 
 namespace {
@@ -82,24 +85,6 @@ std::string npy_file(std::string_view header, std::string_view data = {}) {
 
 std::string parse_error(std::string_view file) {
   return error_message([&] { (void)parse_npy(as_bytes(file), "x.npy"); });
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && a.bytes().size() == b.bytes().size() &&
-         std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin());
-}
-
-Tensor f16_tensor(Shape shape, const std::vector<std::uint16_t>& bits) {
-  Tensor t(std::move(shape), DType::f16);
-  REQUIRE(t.bytes().size() == bits.size() * 2);
-  std::memcpy(t.bytes().data(), bits.data(), t.bytes().size());
-  return t;
-}
-
-std::vector<std::uint16_t> f16_bits(const Tensor& t) {
-  std::vector<std::uint16_t> bits(t.bytes().size() / 2);
-  std::memcpy(bits.data(), t.bytes().data(), t.bytes().size());
-  return bits;
 }
 
 }  // namespace

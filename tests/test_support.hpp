@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -65,6 +67,26 @@ inline std::string error_message(const std::function<void()>& action) {
     return e.what();
   }
   return "";
+}
+
+// Same shape, dtype and bytes (NaN payloads included).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && a.bytes().size() == b.bytes().size() &&
+         std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin());
+}
+
+// An f16 tensor from raw bit patterns, and back.
+inline Tensor f16_tensor(Shape shape, const std::vector<std::uint16_t>& bits) {
+  Tensor t(std::move(shape), DType::f16);
+  REQUIRE(t.bytes().size() == bits.size() * 2);
+  std::memcpy(t.bytes().data(), bits.data(), t.bytes().size());
+  return t;
+}
+
+inline std::vector<std::uint16_t> f16_bits(const Tensor& t) {
+  std::vector<std::uint16_t> bits(t.bytes().size() / 2);
+  std::memcpy(bits.data(), t.bytes().data(), t.bytes().size());
+  return bits;
 }
 
 // A unique directory under the system temp directory, removed with everything in it.

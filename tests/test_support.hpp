@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <system_error>
@@ -34,10 +35,14 @@ inline Tensor random_tensor(const Shape& shape, unsigned seed, float low = -1.0f
 }
 
 // max |a - b| / max(max |b|, tiny): the relative error measure of the conformance figures.
+// A NaN where the reference has none (an unwritten, NaN-poisoned element) or the reverse is an
+// infinite error: std::max would silently drop it.
 inline double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
   REQUIRE(actual.size() == expected.size());
   double max_diff = 0.0, max_ref = 0.0;
   for (std::size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(actual[i]) != std::isnan(expected[i])) return std::numeric_limits<double>::infinity();
+    if (std::isnan(actual[i])) continue;
     max_diff = std::max(max_diff, std::abs(double{actual[i]} - double{expected[i]}));
     max_ref = std::max(max_ref, std::abs(double{expected[i]}));
   }

@@ -204,6 +204,10 @@ void Engine::dump_cuda_graph_dot(const std::string& path) const {
   create_context().dump_cuda_graph_dot(path);
 }
 
+CudaGraphPlan Engine::cuda_graph_plan(Mode mode, bool with_copies) const {
+  return detail::plan_cuda_graph(*impl_, mode, with_copies);
+}
+
 std::vector<std::string> Engine::op_names() const {
   std::vector<std::string> names;
   for (int op : impl_->graph.topological_order()) names.push_back(impl_->ops[op].name);
@@ -338,10 +342,35 @@ void ExecutionContext::dump_cuda_graph_dot(const std::string& path) {
 CudaGraphReport ExecutionContext::cuda_graph_report() {
 #if defined(CGR_HAVE_CUDA)
   const cuda::GraphReport r = cuda_of(*state_, "cuda_graph_report").graph_report();
-  return {r.nodes, r.edges, r.conditional_nodes, r.op_edges_expected, r.op_edges_found,
-          r.mismatches, r.last_run_launches, r.last_run_synchronizations};
+  CudaGraphReport report;
+  report.nodes = r.nodes;
+  report.edges = r.edges;
+  report.conditional_nodes = r.conditional_nodes;
+  report.planned_nodes = r.planned_nodes;
+  report.planned_edges = r.planned_edges;
+  report.segment_edges_found = r.segment_edges_found;
+  report.predicted_nodes = r.predicted_nodes;
+  report.predicted_edges = r.predicted_edges;
+  report.op_edges_expected = r.op_edges_expected;
+  report.op_edges_found = r.op_edges_found;
+  report.mismatches = r.mismatches;
+  report.last_run_launches = r.last_run_launches;
+  report.last_run_synchronizations = r.last_run_synchronizations;
+  return report;
 #else
   no_cuda("cuda_graph_report");
+#endif
+}
+
+CudaGraphNodes ExecutionContext::cuda_graph_nodes() {
+#if defined(CGR_HAVE_CUDA)
+  const cuda::GraphNodes nodes = cuda_of(*state_, "cuda_graph_nodes").graph_nodes();
+  CudaGraphNodes result;
+  result.graph = nodes.graph;
+  for (const auto& [node, owner] : nodes.owners) result.owners.emplace_back(node, owner);
+  return result;
+#else
+  no_cuda("cuda_graph_nodes");
 #endif
 }
 

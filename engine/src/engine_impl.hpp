@@ -108,6 +108,11 @@ void plan_exits(const Network& net, EngineImpl& impl);
 std::unique_ptr<ContextState> make_context_state(std::shared_ptr<const EngineImpl> engine);
 void run_cpu(ContextState& state);
 
+// The CUDA graph's construction plan (cuda_graph_plan.cpp; no CUDA calls) and the graph level
+// of an op: -1 top level, k the body of exit k's IF node.
+CudaGraphPlan plan_cuda_graph(const EngineImpl& impl, Mode mode, bool copies);
+int cuda_graph_level(std::uint32_t gate_mask);
+
 // CUDA backend (cuda/cuda_glue.cpp; only in builds with CUDA).
 void make_gpu_ops(EngineImpl& impl);  // also selects the device and checks it exists
 std::shared_ptr<cuda::CudaContext> make_cuda_context(std::shared_ptr<const EngineImpl> engine);

@@ -6,6 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "cuda_check.hpp"
@@ -57,18 +60,129 @@ TEST_CASE("CUDA: two-branch and ResNet-18 match the CPU executor in every mode" 
   }
 }
 
-TEST_CASE("CUDA dag: the graph's op edges are exactly the IR's; one launch, one sync per run" * doctest::skip(no_device)) {
+TEST_CASE("CUDA graph modes: the real graph is the plan; node and edge counts as predicted; one launch, one sync" *
+          doctest::skip(no_device)) {
+  struct Model {
+    Network net;
+    std::string input;
+    std::size_t size;
+    ExitPolicy exits;
+  };
+  std::vector<Model> models;
+  models.push_back({models::two_branch({.size = 16, .width = 8}), "x", 3 * 16 * 16, ExitPolicy::all});
+  models.push_back({models::resnet18_exits(1, 64, 10), "image", 3 * 64 * 64, ExitPolicy::all});
+  models.push_back({models::resnet18_exits(1, 64, 10), "image", 3 * 64 * 64, ExitPolicy::early});
+  for (const Model& m : models) {
+    for (Mode mode : {Mode::dag, Mode::stream_graph}) {
+      CAPTURE(to_string(mode));
+      CAPTURE(to_string(m.exits));
+      const Engine engine = Engine::build(m.net, models::random_weights(m.net), {.device = Device::cuda, .mode = mode, .exits = m.exits});
+      ExecutionContext ctx = engine.create_context();
+      (void)ctx.infer({{m.input, test::random_vector(m.size, 1)}});
+      const CudaGraphReport report = ctx.cuda_graph_report();
+      for (const auto& mismatch : report.mismatches) MESSAGE(mismatch);
+      CHECK(report.mismatches.empty());
+      const CudaGraphPlan plan = engine.cuda_graph_plan(mode);
+      CHECK(report.planned_nodes == plan.nodes.size());
+      CHECK(report.planned_edges == plan.edge_count());
+      CHECK(report.segment_edges_found == report.planned_edges);
+      CHECK(report.nodes == report.predicted_nodes);
+      CHECK(report.edges == report.predicted_edges);
+      CHECK(report.nodes >= plan.nodes.size());
+      CHECK(report.conditional_nodes == (m.exits == ExitPolicy::early ? 3u : 0u));
+      if (mode == Mode::dag) {
+        CHECK(report.op_edges_found == report.op_edges_expected);
+        if (m.exits != ExitPolicy::early) CHECK(report.op_edges_expected == engine.graph().edges().size());
+      }
+      CHECK(report.last_run_launches == 1);
+      CHECK(report.last_run_synchronizations == 1);
+      MESSAGE(to_string(mode) << ": " << report.nodes << " nodes, " << report.edges << " edges for "
+                              << plan.nodes.size() << " planned nodes");
+    }
+  }
+}
+
+TEST_CASE("CUDA dag: the two branches have no path between them in the real cudaGraph_t" * doctest::skip(no_device)) {
   const Network net = models::two_branch({.size = 16, .width = 8});
   const Engine engine = Engine::build(net, models::random_weights(net), {.device = Device::cuda, .mode = Mode::dag});
   ExecutionContext ctx = engine.create_context();
-  (void)ctx.infer({{"x", test::random_vector(3 * 16 * 16, 1)}});
-  const CudaGraphReport report = ctx.cuda_graph_report();
-  for (const auto& m : report.mismatches) MESSAGE(m);
-  CHECK(report.mismatches.empty());
-  CHECK(report.op_edges_expected == engine.graph().edges().size());
-  CHECK(report.op_edges_found == report.op_edges_expected);
-  CHECK(report.last_run_launches == 1);
-  CHECK(report.last_run_synchronizations == 1);
+  const CudaGraphNodes owned = ctx.cuda_graph_nodes();
+  auto graph = static_cast<cudaGraph_t>(owned.graph);
+  std::size_t count = 0;
+  CGR_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  CGR_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  std::map<cudaGraphNode_t, std::string> owner;
+  for (const auto& [node, name] : owned.owners) owner[static_cast<cudaGraphNode_t>(node)] = name;
+  // Ancestors of every node, from the graph's own dependency lists.
+  std::map<cudaGraphNode_t, std::set<cudaGraphNode_t>> ancestors;
+  std::function<const std::set<cudaGraphNode_t>&(cudaGraphNode_t)> ancestors_of = [&](cudaGraphNode_t node) -> const std::set<cudaGraphNode_t>& {
+    if (const auto it = ancestors.find(node); it != ancestors.end()) return it->second;
+    std::size_t n = 0;
+    CGR_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
+    std::vector<cudaGraphNode_t> deps(n);
+    CGR_CUDA_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), nullptr, &n));
+    std::set<cudaGraphNode_t> result(deps.begin(), deps.end());
+    for (cudaGraphNode_t d : deps) {
+      const auto& up = ancestors_of(d);
+      result.insert(up.begin(), up.end());
+    }
+    return ancestors[node] = std::move(result);
+  };
+  const auto starts = [](const std::string& name, std::initializer_list<const char*> prefixes) {
+    for (const char* p : prefixes) {
+      if (name.rfind(p, 0) == 0) return true;
+    }
+    return false;
+  };
+  std::vector<cudaGraphNode_t> group1, group2;
+  for (cudaGraphNode_t node : nodes) {
+    REQUIRE(owner.contains(node));
+    if (starts(owner[node], {"conv1", "conv2", "conv3"})) group1.push_back(node);
+    if (starts(owner[node], {"conv4", "conv5", "conv6"})) group2.push_back(node);
+  }
+  REQUIRE(group1.size() >= 3);
+  REQUIRE(group2.size() >= 3);
+  for (cudaGraphNode_t a : group1) {
+    for (cudaGraphNode_t b : group2) {
+      CHECK_FALSE(ancestors_of(a).contains(b));
+      CHECK_FALSE(ancestors_of(b).contains(a));
+    }
+  }
+  // Within a branch the chain is there: conv3's nodes come after conv1's.
+  for (cudaGraphNode_t node : group1) {
+    if (starts(owner[node], {"conv3"})) {
+      bool after_conv1 = false;
+      for (cudaGraphNode_t up : ancestors_of(node)) after_conv1 |= starts(owner[up], {"conv1"});
+      CHECK(after_conv1);
+    }
+  }
+}
+
+TEST_CASE("CUDA: 1000 replays with fresh inputs give the results of one-off runs" * doctest::skip(no_device)) {
+  const Network net = models::two_branch({.size = 16, .width = 8});
+  const Weights w = models::random_weights(net, 4);
+  for (Mode mode : {Mode::dag, Mode::stream_graph}) {
+    CAPTURE(to_string(mode));
+    const Engine engine = Engine::build(net, w, {.device = Device::cuda, .mode = mode});
+    const Engine eager = Engine::build(net, w, {.device = Device::cuda, .mode = Mode::eager});
+    ExecutionContext replayed = engine.create_context();
+    ExecutionContext one_by_one = eager.create_context();
+    int different = 0, checked_fresh = 0;
+    for (int i = 0; i < 1000; ++i) {
+      const auto x = test::random_vector(3 * 16 * 16, 1000u + static_cast<unsigned>(i));
+      const auto y = replayed.infer({{"x", x}}).output("out").to_vector();
+      // Every run against the eager executor (same kernels, no graph) ...
+      if (test::relative_error(y, one_by_one.infer({{"x", x}}).output("out").to_vector()) > 1e-6) ++different;
+      // ... and every 100th against a fresh context of the same engine run once: bit for bit.
+      if (i % 100 == 99) {
+        CHECK(engine.create_context().infer({{"x", x}}).output("out").to_vector() == y);
+        ++checked_fresh;
+      }
+    }
+    CHECK(different == 0);
+    CHECK(checked_fresh == 10);
+  }
 }
 
 TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above 1" * doctest::skip(no_device)) {
@@ -94,7 +208,7 @@ TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above
     CHECK(test::relative_error(r0.output("exit0").to_vector(), exit0_ref) < 1e-4);
     if (mode != Mode::eager) {
       const CudaGraphReport report = ctx.cuda_graph_report();
-      CHECK(report.conditional_nodes == 1);       // exit 0's IF node; the others nest inside it
+      CHECK(report.conditional_nodes == 3);  // exit 0's IF node, exit 1's in its body, exit 2's in that
       CHECK(report.last_run_synchronizations == 1);  // no host sync before the final copy-out
       CHECK(report.last_run_launches == 1);
     }

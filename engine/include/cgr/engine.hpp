@@ -52,13 +52,50 @@ struct EngineOptions {
   bool allow_tf32 = false;  // CUDA: let cuDNN/cuBLAS use TF32 tensor cores (not bit-faithful fp32)
 };
 
-// The CUDA graph of an execution context against the IR (Engine::graph()).
+// What the CUDA executor builds for an engine's graph mode (dag or stream-graph), computed
+// from the IR without a device. Each planned node is a segment of the real cudaGraph_t: an
+// op's captured work (one kernel node for a cgr kernel; one or more nodes for a cuDNN, cuBLAS
+// or user op), the input copies, an op's output copies, or an exit's conditional IF node.
+// Nodes are listed in construction order (a node's dependencies come before it).
+struct CudaGraphPlan {
+  enum class Kind { copy_in, op, copy_out, conditional };
+  struct Node {
+    Kind kind = Kind::op;
+    std::string name;               // op name; "copy-in"; "copy-out:<op>"; "if:<exit>"
+    int op = -1;                    // op: the op (Engine::graph() index); copy_out: whose results
+    int exit = -1;                  // conditional: the exit; op: the exit whose IF node it sets
+    int graph = 0;                  // 0: the top-level graph; k + 1: the body of exit k's IF node
+    std::vector<int> dependencies;  // planned nodes of the same graph
+  };
+  std::vector<Node> nodes;
+  int graphs = 1;  // top level plus one body per conditional node
+  std::size_t edge_count() const;
+};
+
+// The CUDA graph of an execution context checked against its plan and the IR.
 struct CudaGraphReport {
+  // The real graph, bodies of conditional nodes included.
   std::size_t nodes = 0, edges = 0, conditional_nodes = 0;
+  // The plan, and what the real graph holds of it: real edges between different segments,
+  // collapsed to segment pairs (equal to planned_edges when the graph is the plan).
+  std::size_t planned_nodes = 0, planned_edges = 0, segment_edges_found = 0;
+  // Node and edge counts predicted from the plan and the size of each captured segment: nodes
+  // = Σ segment sizes; edges = Σ edges inside segments + Σ over planned edges a -> b of
+  // (tail nodes of a) × (root nodes of b). Equal to nodes / edges when nothing else is there.
+  std::size_t predicted_nodes = 0, predicted_edges = 0;
+  // The IR's reduced edges between ops of the same graph, and those the real graph carries.
   std::size_t op_edges_expected = 0, op_edges_found = 0;
-  std::vector<std::string> mismatches;  // empty: the graph's op-to-op edges are the IR's
+  std::vector<std::string> mismatches;  // empty: the real graph is the plan, the plan the IR
   int last_run_launches = 0;            // host work of the last run(): graph launches
   int last_run_synchronizations = 0;    // and stream synchronisations
+};
+
+// The template graph a CUDA context instantiated, for inspection with the CUDA graph API: the
+// cudaGraph_t (owned by the context) and the planned node that owns each real node (bodies of
+// conditional nodes included), by name.
+struct CudaGraphNodes {
+  void* graph = nullptr;
+  std::vector<std::pair<void*, std::string>> owners;
 };
 
 using NamedInputs = std::vector<std::pair<std::string, TensorView>>;
@@ -121,6 +158,10 @@ class Engine {
   std::vector<std::string> op_names() const;
   // CUDA: writes the instantiated graph of a fresh context (cudaGraphDebugDotPrint, verbose).
   void dump_cuda_graph_dot(const std::string& path) const;
+  // The graph the CUDA executor builds in `mode` (dag or stream-graph; Error for eager, which
+  // builds no graph) for this engine's ops and exit policy, on any device. `with_copies`: the
+  // graph infer() launches (copy-in and copy-out inside); without, the device-resident one.
+  CudaGraphPlan cuda_graph_plan(Mode mode, bool with_copies = true) const;
 
  private:
   explicit Engine(std::shared_ptr<const detail::EngineImpl> impl);
@@ -157,6 +198,7 @@ class ExecutionContext {
   // CUDA: this context's graph, as DOT, and checked against the IR.
   void dump_cuda_graph_dot(const std::string& path);
   CudaGraphReport cuda_graph_report();
+  CudaGraphNodes cuda_graph_nodes();
 
   // Ops executed by the last run (fused ops count once; skipped ops do not count).
   int ops_executed() const;

@@ -15,20 +15,6 @@
 #include "cuda/resources.hpp"
 
 namespace cgr::cuda {
-namespace {
-
-// The graph level of an op: -1 for the top-level graph, k for the body of exit k's IF node
-// (the innermost exit that gates it; gated sets are nested, so that is the highest bit).
-int level_of(std::uint32_t gate_mask) {
-  if (gate_mask == 0) return -1;
-  int level = -1;
-  for (int k = 0; k < 32; ++k) {
-    if (gate_mask & (1u << k)) level = k;
-  }
-  return level;
-}
-
-}  // namespace
 
 struct CudaContext::State {
   std::shared_ptr<const detail::EngineImpl> engine;
@@ -45,13 +31,10 @@ struct CudaContext::State {
   Stream stream;
   CudnnHandle cudnn;
   CublasHandle cublas;
-  std::vector<int> levels;                         // per op
   std::vector<bool> critical;                      // per op: on a longest dependency chain
   int greatest_priority = 0;
 
-  Graph full_graph, compute_graph;
   GraphExec full_exec, compute_exec;
-  std::map<cudaGraphNode_t, int> top_level_op;     // full graph's top-level nodes -> op (-1: copy)
   std::vector<char> executed;
   int launches = 0, synchronizations = 0;  // of the last run
   Event start_event, end_event;
@@ -152,23 +135,46 @@ struct CudaContext::State {
 
   // --- graphs ------------------------------------------------------------------------------
 
+  // The real nodes of one planned node, as built.
+  struct Segment {
+    std::vector<cudaGraphNode_t> nodes;
+    std::vector<cudaGraphNode_t> tails;  // what a dependent node waits for
+  };
+
+  // A built graph: the template, its body graphs (index = plan graph), and each plan node's
+  // segment.
+  struct BuiltGraph {
+    Graph owned;
+    CudaGraphPlan plan;
+    std::vector<cudaGraph_t> graphs;
+    std::vector<Segment> segments;
+  };
+
+  // Builds the plan: each node is captured (cudaStreamBeginCaptureToGraph) into its graph
+  // against exactly the tails of its planned dependencies, or added (IF nodes).
   struct Builder {
     State& s;
     bool copies;
-    bool serialize;
-    std::vector<cudaGraph_t> graphs;                    // level + 1 -> graph
-    std::vector<std::set<cudaGraphNode_t>> known;       // nodes seen per graph
-    std::vector<std::vector<cudaGraphNode_t>> tails;    // per op
-    std::vector<cudaGraphNode_t> input_tails;           // input copies (top level)
-    std::vector<std::vector<cudaGraphNode_t>> chain;    // serialize: last nodes per level
-    std::vector<cudaGraphConditionalHandle> handles;    // per exit
-    std::map<cudaGraphNode_t, int>* top_level_op = nullptr;
+    BuiltGraph built;
+    std::vector<std::set<cudaGraphNode_t>> known;     // nodes seen per graph
+    std::vector<cudaGraphConditionalHandle> handles;  // per exit
 
-    // Captures `work` into graph `g` after `deps`; returns the captured tail nodes and marks
-    // new kernel nodes of critical-path ops with the highest priority.
+    std::vector<cudaGraphNode_t> dependency_tails(const CudaGraphPlan::Node& node) const {
+      std::vector<cudaGraphNode_t> deps;
+      for (int d : node.dependencies) {
+        const auto& t = built.segments[static_cast<std::size_t>(d)].tails;
+        deps.insert(deps.end(), t.begin(), t.end());
+      }
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      return deps;
+    }
+
+    // Captures `work` into graph `g` after `deps`; records the new nodes and the captured tail
+    // nodes, and marks the kernel nodes of critical-path ops with the highest priority.
     template <typename Work>
-    std::vector<cudaGraphNode_t> capture(int level, const std::vector<cudaGraphNode_t>& deps, int op, Work work) {
-      cudaGraph_t g = graphs[static_cast<std::size_t>(level + 1)];
+    Segment capture(int graph, const std::vector<cudaGraphNode_t>& deps, int op, Work work) {
+      cudaGraph_t g = built.graphs[static_cast<std::size_t>(graph)];
       cudaStream_t st = s.stream.get();
       CGR_CUDA_CHECK(cudaStreamBeginCaptureToGraph(st, g, deps.data(), nullptr, deps.size(),
                                                    cudaStreamCaptureModeThreadLocal));
@@ -183,18 +189,18 @@ struct CudaContext::State {
       const cudaGraphNode_t* tail = nullptr;
       std::size_t count = 0;
       CGR_CUDA_CHECK(cudaStreamGetCaptureInfo(st, &status, nullptr, nullptr, &tail, nullptr, &count));
-      std::vector<cudaGraphNode_t> result(tail, tail + count);
+      Segment segment;
+      segment.tails.assign(tail, tail + count);
       cudaGraph_t captured = nullptr;
       CGR_CUDA_CHECK(cudaStreamEndCapture(st, &captured));
-      // The nodes this capture added.
       std::size_t total = 0;
       CGR_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &total));
       std::vector<cudaGraphNode_t> nodes(total);
       CGR_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &total));
-      auto& seen = known[static_cast<std::size_t>(level + 1)];
+      auto& seen = known[static_cast<std::size_t>(graph)];
       for (cudaGraphNode_t node : nodes) {
         if (!seen.insert(node).second) continue;
-        if (level == -1 && top_level_op != nullptr) (*top_level_op)[node] = op;
+        segment.nodes.push_back(node);
         if (op >= 0 && s.critical[static_cast<std::size_t>(op)]) {
           cudaGraphNodeType type{};
           CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
@@ -205,107 +211,71 @@ struct CudaContext::State {
           }
         }
       }
-      if (serialize) chain[static_cast<std::size_t>(level + 1)] = result;
-      return result;
+      // Work that captured nothing (e.g. an op with no elements) leaves its dependencies as
+      // what comes after it waits for.
+      if (segment.nodes.empty()) segment.tails = deps;
+      return segment;
     }
 
-    std::vector<cudaGraphNode_t> op_deps(int op, int level) const {
-      if (serialize) return chain[static_cast<std::size_t>(level + 1)];
-      std::vector<cudaGraphNode_t> deps;
-      for (int pred : s.impl().graph.predecessors(op)) {
-        if (s.levels[static_cast<std::size_t>(pred)] == level) {
-          const auto& t = tails[static_cast<std::size_t>(pred)];
-          deps.insert(deps.end(), t.begin(), t.end());
-        }
-      }
-      if (level == -1 && reads_input(op)) deps.insert(deps.end(), input_tails.begin(), input_tails.end());
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      return deps;
-    }
-
-    bool reads_input(int op) const {
-      for (int v : s.impl().ops[static_cast<std::size_t>(op)].inputs) {
-        if (s.impl().values[static_cast<std::size_t>(v)].producer < 0) return true;
-      }
-      return false;
-    }
-
-    // Adds exit k's IF node to the graph of level k-1; its body becomes the level-k graph.
-    void add_if_node(int k) {
-      const auto& impl = s.impl();
-      const int parent = k - 1;
-      std::vector<cudaGraphNode_t> deps;
-      if (serialize) {
-        deps = chain[static_cast<std::size_t>(parent + 1)];
-      } else {
-        const auto& d = tails[static_cast<std::size_t>(impl.exits[static_cast<std::size_t>(k)].decision_op)];
-        deps.insert(deps.end(), d.begin(), d.end());
-        for (int op = 0; op < impl.graph.op_count(); ++op) {
-          if (s.levels[static_cast<std::size_t>(op)] < k) continue;
-          for (int pred : impl.graph.predecessors(op)) {
-            if (s.levels[static_cast<std::size_t>(pred)] == parent) {
-              const auto& t = tails[static_cast<std::size_t>(pred)];
-              deps.insert(deps.end(), t.begin(), t.end());
-            }
-          }
-          if (parent == -1 && reads_input(op)) deps.insert(deps.end(), input_tails.begin(), input_tails.end());
-        }
-        std::sort(deps.begin(), deps.end());
-        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      }
+    // Exit k's IF node; its body becomes graph k + 1.
+    Segment add_conditional(const CudaGraphPlan::Node& node, const std::vector<cudaGraphNode_t>& deps) {
       cudaGraphNodeParams params{};  // unused bytes must be zero
       params.type = cudaGraphNodeTypeConditional;
-      params.conditional.handle = handles[static_cast<std::size_t>(k)];
+      params.conditional.handle = handles[static_cast<std::size_t>(node.exit)];
       params.conditional.type = cudaGraphCondTypeIf;
       params.conditional.size = 1;
-      cudaGraphNode_t node = nullptr;
-      cudaGraph_t g = graphs[static_cast<std::size_t>(parent + 1)];
-      CGR_CUDA_CHECK(cudaGraphAddNode(&node, g, deps.data(), nullptr, deps.size(), &params));
-      known[static_cast<std::size_t>(parent + 1)].insert(node);
-      if (parent == -1 && top_level_op != nullptr) (*top_level_op)[node] = -2;
-      if (serialize) chain[static_cast<std::size_t>(parent + 1)] = {node};
-      graphs.push_back(params.conditional.phGraph_out[0]);
+      cudaGraphNode_t added = nullptr;
+      CGR_CUDA_CHECK(cudaGraphAddNode(&added, built.graphs[static_cast<std::size_t>(node.graph)], deps.data(),
+                                      nullptr, deps.size(), &params));
+      known[static_cast<std::size_t>(node.graph)].insert(added);
+      if (built.graphs.size() != static_cast<std::size_t>(node.exit) + 1) {
+        fail("cuda graph: IF node of exit {} built out of order", node.exit);
+      }
+      built.graphs.push_back(params.conditional.phGraph_out[0]);
       known.emplace_back();
-      chain.emplace_back();
+      return {{added}, {added}};
     }
 
-    Graph build() {
+    BuiltGraph build() {
       const auto& impl = s.impl();
+      built.plan = detail::plan_cuda_graph(impl, impl.options.mode, copies);
       cudaGraph_t root = nullptr;
       CGR_CUDA_CHECK(cudaGraphCreate(&root, 0));
-      Graph owned(root);
-      graphs = {root};
+      built.owned = Graph(root);
+      built.graphs = {root};
       known = {{}};
-      chain = {{}};
-      tails.assign(impl.ops.size(), {});
       handles.assign(impl.exits.size(), 0);
-      if (copies) input_tails = capture(-1, {}, -1, [&](cudaStream_t st) { s.copy_inputs(st); });
-      int max_level = -1;
-      for (int l : s.levels) max_level = std::max(max_level, l);
-      for (int level = -1; level <= max_level; ++level) {
-        if (level >= 0) add_if_node(level);
-        for (int op : impl.graph.topological_order()) {
-          if (s.levels[static_cast<std::size_t>(op)] != level) continue;
-          const int exit = impl.decision_exit[static_cast<std::size_t>(op)];
-          // A handle must belong to a conditional node: only exits that gate some op get one.
-          const bool conditional = exit >= 0 && s.early && exit <= max_level;
-          if (conditional) {
-            // Default 0 at every launch: the body runs only when the decision sets 1.
-            CGR_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handles[static_cast<std::size_t>(exit)],
-                                                            graphs[static_cast<std::size_t>(level + 1)], 0,
-                                                            cudaGraphCondAssignDefault));
-          }
-          tails[static_cast<std::size_t>(op)] = capture(level, op_deps(op, level), op, [&](cudaStream_t st) {
-            s.enqueue_op(op, st, conditional, conditional ? handles[static_cast<std::size_t>(exit)] : 0);
-          });
-          if (copies) {
-            const auto& t = tails[static_cast<std::size_t>(op)];
-            capture(level, t, -1, [&](cudaStream_t st) { s.copies_after(op, st); });
+      built.segments.reserve(built.plan.nodes.size());
+      for (const CudaGraphPlan::Node& node : built.plan.nodes) {
+        const std::vector<cudaGraphNode_t> deps = dependency_tails(node);
+        switch (node.kind) {
+          case CudaGraphPlan::Kind::copy_in:
+            built.segments.push_back(capture(node.graph, deps, -1, [&](cudaStream_t st) { s.copy_inputs(st); }));
+            break;
+          case CudaGraphPlan::Kind::copy_out:
+            built.segments.push_back(capture(node.graph, deps, -1, [&](cudaStream_t st) { s.copies_after(node.op, st); }));
+            break;
+          case CudaGraphPlan::Kind::conditional:
+            built.segments.push_back(add_conditional(node, deps));
+            break;
+          case CudaGraphPlan::Kind::op: {
+            const bool sets_condition = node.exit >= 0;
+            if (sets_condition) {
+              // The handle belongs to the graph that holds the IF node (the decision's graph);
+              // default 0 at every launch: the body runs only when the decision sets 1.
+              CGR_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handles[static_cast<std::size_t>(node.exit)],
+                                                              built.graphs[static_cast<std::size_t>(node.graph)], 0,
+                                                              cudaGraphCondAssignDefault));
+            }
+            const cudaGraphConditionalHandle handle = sets_condition ? handles[static_cast<std::size_t>(node.exit)] : 0;
+            built.segments.push_back(capture(node.graph, deps, node.op, [&](cudaStream_t st) {
+              s.enqueue_op(node.op, st, sets_condition, handle);
+            }));
+            break;
           }
         }
       }
-      return owned;
+      return std::move(built);
     }
   };
 
@@ -313,35 +283,16 @@ struct CudaContext::State {
   void ensure_graph(bool copies) {
     GraphExec& exec = copies ? full_exec : compute_exec;
     if (exec) return;
-    Graph graph;
-    const Mode mode = impl().options.mode;
-    if (mode == Mode::stream_graph && !early) {
-      // One stream, program order: what torch.cuda.graph records.
-      cudaStream_t st = stream.get();
-      CGR_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      try {
-        if (copies) copy_inputs(st);
-        for (int op : impl().graph.topological_order()) {
-          enqueue_op(op, st, false, 0);
-          if (copies) copies_after(op, st);
-        }
-      } catch (...) {
-        cudaGraph_t ignored = nullptr;
-        (void)cudaStreamEndCapture(st, &ignored);
-        throw;
-      }
-      cudaGraph_t captured = nullptr;
-      CGR_CUDA_CHECK(cudaStreamEndCapture(st, &captured));
-      graph = Graph(captured);
-    } else {
-      Builder builder{*this, copies, mode == Mode::stream_graph, {}, {}, {}, {}, {}, {}, copies ? &top_level_op : nullptr};
-      graph = builder.build();
-    }
+    // stream-graph is the plan's one chain per graph: the topology a capture of the whole
+    // network on one stream records (what torch.cuda.graph gives), built by the same code.
+    BuiltGraph built = Builder{*this, copies, {}, {}, {}}.build();
     cudaGraphExec_t instance = nullptr;
-    CGR_CUDA_CHECK(cudaGraphInstantiate(&instance, graph.get(), cudaGraphInstantiateFlagUseNodePriority));
+    CGR_CUDA_CHECK(cudaGraphInstantiate(&instance, built.owned.get(), cudaGraphInstantiateFlagUseNodePriority));
     exec = GraphExec(instance);
-    (copies ? full_graph : compute_graph) = std::move(graph);
+    (copies ? full_graph : compute_graph) = std::move(built);
   }
+
+  BuiltGraph full_graph, compute_graph;  // the templates of full_exec and compute_exec
 };
 
 CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : state_(std::make_unique<State>()) {
@@ -395,8 +346,6 @@ CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : sta
   s.confidence_host = allocate_pinned(std::max<std::size_t>(conf_floats, 1) * sizeof(float));
   s.fired_device = allocate_device(std::max<std::size_t>(impl.exits.size(), 1) * sizeof(int));
 
-  s.levels.resize(impl.ops.size());
-  for (std::size_t op = 0; op < impl.ops.size(); ++op) s.levels[op] = s.early ? level_of(impl.gate_masks[op]) : -1;
   // Critical path: ops whose longest chain through them is the graph's longest.
   const int n = impl.graph.op_count();
   std::vector<int> top(static_cast<std::size_t>(n), 1), bottom(static_cast<std::size_t>(n), 1);
@@ -485,8 +434,31 @@ void CudaContext::dump_graph_dot(const std::string& path) {
   State& s = *state_;
   if (s.impl().options.mode == Mode::eager) fail("mode eager has no CUDA graph to dump");
   s.ensure_graph(true);
-  CGR_CUDA_CHECK(cudaGraphDebugDotPrint(s.full_graph.get(), path.c_str(), cudaGraphDebugDotFlagsVerbose));
+  CGR_CUDA_CHECK(cudaGraphDebugDotPrint(s.full_graph.owned.get(), path.c_str(), cudaGraphDebugDotFlagsVerbose));
 }
+
+namespace {
+
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
+  std::size_t count = 0;
+  CGR_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  CGR_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  nodes.resize(count);
+  return nodes;
+}
+
+std::vector<std::pair<cudaGraphNode_t, cudaGraphNode_t>> edges_of(cudaGraph_t graph) {
+  std::size_t count = 0;
+  CGR_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> from(count), to(count);
+  CGR_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &count));
+  std::vector<std::pair<cudaGraphNode_t, cudaGraphNode_t>> edges;
+  for (std::size_t e = 0; e < count; ++e) edges.emplace_back(from[e], to[e]);
+  return edges;
+}
+
+}  // namespace
 
 GraphReport CudaContext::graph_report() {
   State& s = *state_;
@@ -495,33 +467,95 @@ GraphReport CudaContext::graph_report() {
   report.last_run_synchronizations = s.synchronizations;
   if (s.impl().options.mode == Mode::eager) return report;
   s.ensure_graph(true);
-  cudaGraph_t g = s.full_graph.get();
-  CGR_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &report.nodes));
-  CGR_CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &report.edges));
-  std::vector<cudaGraphNode_t> from(report.edges), to(report.edges);
-  CGR_CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), nullptr, &report.edges));
-  for (const auto& [node, op] : s.top_level_op) report.conditional_nodes += op == -2 ? 1 : 0;
-  std::set<std::pair<int, int>> found, expected;
-  for (std::size_t e = 0; e < from.size(); ++e) {
-    const auto a = s.top_level_op.find(from[e]), b = s.top_level_op.find(to[e]);
-    if (a == s.top_level_op.end() || b == s.top_level_op.end()) continue;
-    if (a->second >= 0 && b->second >= 0 && a->second != b->second) found.insert({a->second, b->second});
+  const auto& built = s.full_graph;
+  const CudaGraphPlan& plan = built.plan;
+  report.planned_nodes = plan.nodes.size();
+  report.planned_edges = plan.edge_count();
+
+  std::map<cudaGraphNode_t, int> owner;  // real node -> planned node
+  for (std::size_t i = 0; i < built.segments.size(); ++i) {
+    for (cudaGraphNode_t node : built.segments[i].nodes) owner[node] = static_cast<int>(i);
+    report.predicted_nodes += built.segments[i].nodes.size();
   }
-  for (const Edge& edge : s.impl().graph.edges()) {
-    if (s.levels[static_cast<std::size_t>(edge.from)] == -1 && s.levels[static_cast<std::size_t>(edge.to)] == -1) {
-      expected.insert({edge.from, edge.to});
+  std::set<std::pair<int, int>> found_segment_edges;
+  std::set<cudaGraphNode_t> entered_from_own_segment;
+  for (cudaGraph_t graph : built.graphs) {
+    for (cudaGraphNode_t node : nodes_of(graph)) {
+      ++report.nodes;
+      cudaGraphNodeType type{};
+      CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type == cudaGraphNodeTypeConditional) ++report.conditional_nodes;
+      if (!owner.contains(node)) report.mismatches.push_back(fmt::format("a node of type {} that no planned node owns", static_cast<int>(type)));
+    }
+    for (const auto& [from, to] : edges_of(graph)) {
+      ++report.edges;
+      const auto a = owner.find(from), b = owner.find(to);
+      if (a == owner.end() || b == owner.end()) continue;
+      if (a->second == b->second) {
+        ++report.predicted_edges;  // inside a segment: what its capture recorded
+        entered_from_own_segment.insert(to);
+      } else {
+        found_segment_edges.insert({a->second, b->second});
+      }
     }
   }
-  report.op_edges_expected = expected.size();
-  report.op_edges_found = found.size();
-  const auto& ops = s.impl().ops;
-  for (const auto& [a, b] : expected) {
-    if (!found.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} missing", ops[static_cast<std::size_t>(a)].name, ops[static_cast<std::size_t>(b)].name));
+  std::set<std::pair<int, int>> expected_segment_edges;
+  for (std::size_t b = 0; b < plan.nodes.size(); ++b) {
+    std::set<cudaGraphNode_t> tails;
+    for (int a : plan.nodes[b].dependencies) {
+      expected_segment_edges.insert({a, static_cast<int>(b)});
+      tails.insert(built.segments[static_cast<std::size_t>(a)].tails.begin(), built.segments[static_cast<std::size_t>(a)].tails.end());
+    }
+    std::size_t roots = 0;
+    for (cudaGraphNode_t node : built.segments[b].nodes) roots += entered_from_own_segment.contains(node) ? 0 : 1;
+    report.predicted_edges += tails.size() * roots;
   }
-  for (const auto& [a, b] : found) {
-    if (!expected.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} unexpected", ops[static_cast<std::size_t>(a)].name, ops[static_cast<std::size_t>(b)].name));
+  report.segment_edges_found = found_segment_edges.size();
+  const auto name = [&](int node) { return plan.nodes[static_cast<std::size_t>(node)].name; };
+  for (const auto& [a, b] : expected_segment_edges) {
+    if (!found_segment_edges.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} planned, not in the graph", name(a), name(b)));
+  }
+  for (const auto& [a, b] : found_segment_edges) {
+    if (!expected_segment_edges.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} in the graph, not planned", name(a), name(b)));
+  }
+  if (report.nodes != report.predicted_nodes) report.mismatches.push_back(fmt::format("{} nodes, {} predicted", report.nodes, report.predicted_nodes));
+  if (report.edges != report.predicted_edges) report.mismatches.push_back(fmt::format("{} edges, {} predicted", report.edges, report.predicted_edges));
+
+  // dag: the op-to-op edges are the IR's reduced edges between ops of the same graph.
+  if (s.impl().options.mode == Mode::dag) {
+    const auto level = [&](int op) { return s.early ? detail::cuda_graph_level(s.impl().gate_masks[static_cast<std::size_t>(op)]) : -1; };
+    std::set<std::pair<int, int>> expected, found;
+    for (const Edge& edge : s.impl().graph.edges()) {
+      if (level(edge.from) == level(edge.to)) expected.insert({edge.from, edge.to});
+    }
+    for (const auto& [a, b] : found_segment_edges) {
+      const auto& na = plan.nodes[static_cast<std::size_t>(a)];
+      const auto& nb = plan.nodes[static_cast<std::size_t>(b)];
+      if (na.kind == CudaGraphPlan::Kind::op && nb.kind == CudaGraphPlan::Kind::op) found.insert({na.op, nb.op});
+    }
+    report.op_edges_expected = expected.size();
+    report.op_edges_found = found.size();
+    const auto& ops = s.impl().ops;
+    for (const auto& [a, b] : expected) {
+      if (!found.contains({a, b})) report.mismatches.push_back(fmt::format("IR edge {} -> {} missing", ops[static_cast<std::size_t>(a)].name, ops[static_cast<std::size_t>(b)].name));
+    }
+    for (const auto& [a, b] : found) {
+      if (!expected.contains({a, b})) report.mismatches.push_back(fmt::format("{} -> {} is not an IR edge", ops[static_cast<std::size_t>(a)].name, ops[static_cast<std::size_t>(b)].name));
+    }
   }
   return report;
+}
+
+GraphNodes CudaContext::graph_nodes() {
+  State& s = *state_;
+  if (s.impl().options.mode == Mode::eager) fail("mode eager has no CUDA graph");
+  s.ensure_graph(true);
+  GraphNodes result;
+  result.graph = s.full_graph.owned.get();
+  for (std::size_t i = 0; i < s.full_graph.segments.size(); ++i) {
+    for (cudaGraphNode_t node : s.full_graph.segments[i].nodes) result.owners.emplace_back(node, s.full_graph.plan.nodes[i].name);
+  }
+  return result;
 }
 
 }  // namespace cgr::cuda

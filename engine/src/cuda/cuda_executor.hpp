@@ -7,9 +7,10 @@
 //                 edges are the IR's reduced edges. With ExitPolicy::early, what exit k gates
 //                 sits in the body of a conditional IF node that exit k's decision kernel sets
 //                 (nested per exit): no host synchronisation before the final copy-out.
-//   stream-graph  the ops launched in topological order on one stream, captured (what
+//   stream-graph  the ops in topological order, each node after the one before it: the
+//                 topology a capture of the whole network on one stream records (what
 //                 torch.cuda.graph gives); with early exits the same conditional structure,
-//                 serialised.
+//                 serialised. Built from the same plan (cgr::CudaGraphPlan) as dag.
 //   eager         the ops launched one by one on one stream, no graph; early exits are decided
 //                 on the host after each decision (a synchronisation each, as in PyTorch).
 // A graph replays one inference at a time: contexts (each with its own arena and graph) run
@@ -28,18 +29,21 @@
 
 namespace cgr::cuda {
 
+// See cgr::CudaGraphReport.
 struct GraphReport {
-  std::size_t nodes = 0;             // in the top-level graph
-  std::size_t edges = 0;
-  std::size_t conditional_nodes = 0;
-  // Op-to-op dependencies found among the top-level nodes versus the IR's reduced edges
-  // between top-level ops; equal when the graph carries exactly the data's dependencies.
-  std::size_t op_edges_expected = 0;
-  std::size_t op_edges_found = 0;
-  std::vector<std::string> mismatches;  // "a -> b missing" / "a -> b unexpected"
-  // What the last run() did on the host: graph launches and stream synchronisations.
+  std::size_t nodes = 0, edges = 0, conditional_nodes = 0;
+  std::size_t planned_nodes = 0, planned_edges = 0, segment_edges_found = 0;
+  std::size_t predicted_nodes = 0, predicted_edges = 0;
+  std::size_t op_edges_expected = 0, op_edges_found = 0;
+  std::vector<std::string> mismatches;
   int last_run_launches = 0;
   int last_run_synchronizations = 0;
+};
+
+// The template graph of the full (copying) graph and the planned node owning each real node.
+struct GraphNodes {
+  cudaGraph_t graph = nullptr;
+  std::vector<std::pair<cudaGraphNode_t, std::string>> owners;
 };
 
 class CudaContext {
@@ -71,6 +75,7 @@ class CudaContext {
 
   void dump_graph_dot(const std::string& path);
   GraphReport graph_report();
+  GraphNodes graph_nodes();
 
  private:
   struct State;

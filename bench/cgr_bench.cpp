@@ -26,6 +26,7 @@
 #endif
 
 #include "cli.hpp"
+#include "cupti_timeline.hpp"
 #include "device_info.hpp"
 #include "measure.hpp"
 #include "models/googlenet.hpp"
@@ -435,22 +436,19 @@ int run(const Options& o) {
 
   std::optional<TimelineRecord> timeline;
   if (!o.timeline.empty()) {
-    if (device == Device::cpu) {
-      const std::vector<OpSpan> spans = profile_one_inference(runs.front().engine, inputs);
-      const std::string title =
-          fmt::format("{} - one inference, mode {}, {} threads, {}", o.model,
-                      to_string(runs.front().mode), device_info.threads, device_info.name);
-      timeline = TimelineRecord{o.timeline, runs.front().mode,
-                                write_timeline_svg(o.timeline, spans, title)};
-      fmt::print("timeline       {} ops in {} rows over {:.3f} ms (mode {}) written to {}\n",
-                 timeline->facts.bars, timeline->facts.rows, timeline->facts.span_ms,
-                 to_string(runs.front().mode), o.timeline);
-    } else {
-      fmt::print(
-          stderr,
-          "cgr-bench: --timeline is not available on cuda yet (it needs CUPTI activity records); "
-          "rerun with --device cpu for the CPU executor's timeline\n");
-    }
+    // CPU: the executor's per-op clock reads; CUDA: CUPTI's device timestamps per node.
+    const bool on_gpu = device == Device::cuda;
+    const std::vector<OpSpan> spans = on_gpu ? profile_one_inference_cuda(runs.front().engine, inputs)
+                                             : profile_one_inference(runs.front().engine, inputs);
+    const std::string title =
+        on_gpu ? fmt::format("{} - one inference, mode {}, {} (CUPTI device timestamps)", o.model,
+                             to_string(runs.front().mode), device_info.name)
+               : fmt::format("{} - one inference, mode {}, {} threads, {}", o.model,
+                             to_string(runs.front().mode), device_info.threads, device_info.name);
+    timeline = TimelineRecord{o.timeline, runs.front().mode, write_timeline_svg(o.timeline, spans, title), on_gpu};
+    fmt::print("timeline       {} {} in {} rows over {:.3f} ms (mode {}) written to {}\n",
+               timeline->facts.bars, on_gpu ? "device activities" : "ops", timeline->facts.rows,
+               timeline->facts.span_ms, to_string(runs.front().mode), o.timeline);
   }
   if (!o.export_output.empty()) export_outputs(runs.front(), inputs, o.export_output);
   if (!o.export_json.empty())

@@ -60,7 +60,9 @@ Outputs
   --export-dot FILE        the dependency graph as DOT, branches as lanes; on cuda also the
                            instantiated CUDA graph as FILE.cuda.dot
   --timeline FILE.svg      one inference of the first mode, one bar per executed op from its
-                           start to its end, one row per concurrent lane (cpu executor)
+                           start to its end, one row per concurrent lane; on cuda a bar per
+                           kernel, copy and memset from CUPTI's device timestamps, named
+                           after the op whose graph node ran it
   --sweep-size S,...       for each spatial size, rebuild the built-in model and time every
                            mode (interleaved); prints latency per mode and the eager/dag ratio
   --export-plot FILE.svg   with --sweep-size: latency per mode and eager/dag against size

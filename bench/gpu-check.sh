@@ -81,6 +81,14 @@ for policy in off all; do run_bench "exits-$policy" --model resnet18-exits --exi
 for t in 0 2; do run_bench "exits-early-$t" --model resnet18-exits --exits early --threshold "$t"; done
 timeout 120 "$bin/bench/cgr-bench" --device cuda --model two-branch --mode all \
   --sweep-size 16,32,64,112,224 --duration-s 1 >>"$out/timing.log" 2>&1
+# CUPTI timelines of one inference (a bar per kernel/copy, named after its op).
+for m in "two-branch --mode dag" "resnet18-exits --mode dag --exits all" "inception --mode dag"; do
+  name=$(echo "$m" | cut -d' ' -f1)
+  # shellcheck disable=SC2086
+  timeout 120 "$bin/bench/cgr-bench" --device cuda --model $m --iterations 20 --warmup-ms 50 \
+    --timeline "$json/timeline-$name.svg" >>"$out/timing.log" 2>&1 || note "timeline $name: cgr-bench exit $?"
+done
+grep -E "^timeline" "$out/timing.log" | tee -a "$summary"
 # One screen: model, then each mode's median and its ratio to dag.
 grep -E "^model|^  (dag|stream-graph|eager) +[0-9]|ops executed|eager/dag|^ +[0-9]+ +[0-9.]+ +[0-9.]+" "$out/timing.log" | tee -a "$summary"
 (cd "$out" && tar czf bench-json.tgz json && rm -rf json)

@@ -310,10 +310,12 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
   if (timeline) {
     j["timeline"] = {{"file", timeline->file},
                      {"mode", to_string(timeline->mode)},
-                     {"ops_executed", timeline->facts.bars},
+                     {"source", timeline->device_activity ? "cupti" : "cpu executor"},
+                     {"bars", timeline->facts.bars},
                      {"rows", timeline->facts.rows},
                      {"span_ms", timeline->facts.span_ms},
                      {"busy_ms", timeline->facts.busy_ms}};
+    if (!timeline->device_activity) j["timeline"]["ops_executed"] = timeline->facts.bars;
   }
   if (!sweep.empty()) {
     const std::vector<double> ratios = sweep_ratio(sweep_modes, sweep);

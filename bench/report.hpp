@@ -49,6 +49,7 @@ struct TimelineRecord {
   std::string file;
   Mode mode = Mode::dag;
   TimelineFacts facts;
+  bool device_activity = false;  // bars are CUPTI records (kernels, copies), not ops
 };
 
 // The whole report as JSON (runs may be empty for --info or a sweep).

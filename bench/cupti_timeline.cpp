@@ -1,0 +1,297 @@
+// CUPTI activity tracing of one inference (see cupti_timeline.hpp).
+#include "cupti_timeline.hpp"
+
+#include <cgr/error.hpp>
+
+#if defined(CGR_BENCH_HAVE_CUPTI)
+
+#include <cupti.h>
+#include <cxxabi.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace cgr::bench {
+namespace {
+
+[[noreturn]] void throw_cupti_error(CUptiResult status, const char* call, const char* file,
+                                    int line) {
+  const char* message = nullptr;
+  if (cuptiGetResultString(status, &message) != CUPTI_SUCCESS || message == nullptr)
+    message = "unknown";
+  fail("{} failed at {}:{}: {} (CUPTI status {})", call, file, line, message,
+       static_cast<int>(status));
+}
+
+#define CGR_CUPTI_CHECK(call)                                                                    \
+  do {                                                                                           \
+    const CUptiResult cgr_status_ = (call);                                                      \
+    if (cgr_status_ != CUPTI_SUCCESS) throw_cupti_error(cgr_status_, #call, __FILE__, __LINE__); \
+  } while (false)
+
+struct DeviceActivity {
+  enum class Kind { kernel, memcpy, memset } kind = Kind::kernel;
+  std::uint64_t start_ns = 0, end_ns = 0;
+  std::uint64_t graph_node = 0;  // of the instantiated graph; 0 outside graphs
+  std::string what;              // kernel name, or the copy's direction and size
+};
+
+// CUPTI calls back on its own threads: everything it hands over goes through this, locked.
+struct Collector {
+  std::mutex mutex;
+  std::vector<DeviceActivity> activity;
+  std::map<std::uint64_t, std::uint64_t> clone_of;  // instantiated node id -> template node id
+  std::string error;                                // first failure inside a callback
+};
+Collector& collector() {
+  static Collector c;
+  return c;
+}
+
+constexpr std::size_t kBufferBytes = 8u << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+const char* copy_direction(std::uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "DtoD";
+    default:
+      return "other";
+  }
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  std::vector<DeviceActivity> parsed;
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    DeviceActivity a;
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        a = {DeviceActivity::Kind::kernel, k->start, k->end, k->graphNodeId,
+             k->name != nullptr ? k->name : "kernel"};
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        a = {DeviceActivity::Kind::memcpy, m->start, m->end, m->graphNodeId,
+             fmt::format("memcpy {} {} B", copy_direction(m->copyKind), m->bytes)};
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        a = {DeviceActivity::Kind::memset, m->start, m->end, m->graphNodeId,
+             fmt::format("memset {} B", m->bytes)};
+        break;
+      }
+      default:
+        continue;
+    }
+    parsed.push_back(std::move(a));
+  }
+  std::free(buffer);
+  Collector& c = collector();
+  const std::lock_guard lock(c.mutex);
+  c.activity.insert(c.activity.end(), parsed.begin(), parsed.end());
+}
+
+void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                          const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return;
+  const auto* resource = static_cast<const CUpti_ResourceData*>(data);
+  const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+  std::uint64_t clone = 0, original = 0;
+  Collector& c = collector();
+  const std::lock_guard lock(c.mutex);
+  if (cuptiGetGraphNodeId(graph->node, &clone) != CUPTI_SUCCESS ||
+      cuptiGetGraphNodeId(graph->originalNode, &original) != CUPTI_SUCCESS) {
+    if (c.error.empty()) c.error = "cuptiGetGraphNodeId failed in the GRAPHNODE_CLONED callback";
+    return;
+  }
+  c.clone_of[clone] = original;
+}
+
+// "void cgr::cuda_kernels::(anonymous namespace)::relu_kernel<...>(float const*, ...)" ->
+// "relu_kernel": the function's own name, without scope, template arguments or parameters.
+std::string short_kernel_name(const std::string& mangled) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), &std::free);
+  std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  if (const auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
+  // Drop a trailing template argument list, then the scope.
+  if (!name.empty() && name.back() == '>') {
+    int depth = 0;
+    for (std::size_t i = name.size(); i-- > 0;) {
+      depth += name[i] == '>' ? 1 : name[i] == '<' ? -1 : 0;
+      if (depth == 0) {
+        name.resize(i);
+        break;
+      }
+    }
+  }
+  if (const auto scope = name.rfind("::"); scope != std::string::npos)
+    name = name.substr(scope + 2);
+  if (const auto space = name.rfind(' '); space != std::string::npos) name = name.substr(space + 1);
+  return name.empty() ? mangled : name;
+}
+
+// Tracing on for the life of the object; off (and every record delivered) after.
+class Tracing {
+ public:
+  Tracing() {
+    Collector& c = collector();
+    {
+      const std::lock_guard lock(c.mutex);
+      c.activity.clear();
+      c.clone_of.clear();
+      c.error.clear();
+    }
+    CGR_CUPTI_CHECK(cuptiSubscribe(&subscriber_, on_resource, nullptr));
+    try {
+      CGR_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                          CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+      CGR_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+      CGR_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+      CGR_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+      CGR_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  ~Tracing() { stop(); }
+  Tracing(const Tracing&) = delete;
+  Tracing& operator=(const Tracing&) = delete;
+
+  // Delivers every record so far and returns them, emptying the collector's list.
+  std::vector<DeviceActivity> take() {
+    CGR_CUPTI_CHECK(cuptiActivityFlushAll(1));
+    Collector& c = collector();
+    const std::lock_guard lock(c.mutex);
+    if (!c.error.empty()) fail("CUPTI: {}", c.error);
+    return std::exchange(c.activity, {});
+  }
+
+ private:
+  void stop() {
+    (void)cuptiActivityFlushAll(1);
+    (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
+    if (subscriber_ != nullptr) {
+      (void)cuptiEnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+      (void)cuptiUnsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
+  }
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+};
+
+}  // namespace
+
+bool have_cupti() {
+  return true;
+}
+
+std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const InputTensors& inputs) {
+  if (engine.options().device != Device::cuda) fail("the CUPTI timeline needs a cuda engine");
+  Tracing tracing;
+  // Created under tracing: its graph's instantiation reports every node's clone.
+  ExecutionContext context = engine.create_context();
+  fill_inputs(context, inputs);
+  context.run();  // warm
+  (void)tracing.take();
+  context.run();
+  std::vector<DeviceActivity> activity = tracing.take();
+  if (activity.empty()) fail("CUPTI delivered no device activity for the recorded inference");
+
+  // Template node id -> owner (op name, copy-in, copy-out:<op>) and op -> lane.
+  std::map<std::uint64_t, std::string> owner_of_template;
+  if (engine.options().mode != Mode::eager) {
+    for (const auto& [node, owner] : context.cuda_graph_nodes().owners) {
+      std::uint64_t id = 0;
+      CGR_CUPTI_CHECK(cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id));
+      owner_of_template[id] = owner;
+    }
+  }
+  std::map<std::string, int, std::less<>> lane_of_op;
+  const Graph& graph = engine.graph();
+  for (int op = 0; op < graph.op_count(); ++op)
+    lane_of_op[graph.op(op).name] = graph.lanes()[static_cast<std::size_t>(op)];
+  std::map<std::uint64_t, std::uint64_t> clone_of;
+  {
+    Collector& c = collector();
+    const std::lock_guard lock(c.mutex);
+    clone_of = c.clone_of;
+  }
+
+  std::uint64_t origin = activity.front().start_ns;
+  for (const auto& a : activity)
+    origin = std::min(origin, a.start_ns);
+  std::vector<OpSpan> spans;
+  for (const DeviceActivity& a : activity) {
+    OpSpan span;
+    const std::string what =
+        a.kind == DeviceActivity::Kind::kernel ? short_kernel_name(a.what) : a.what;
+    std::string owner;
+    if (a.graph_node != 0) {
+      auto it = owner_of_template.find(a.graph_node);
+      if (it == owner_of_template.end()) {
+        if (const auto clone = clone_of.find(a.graph_node); clone != clone_of.end())
+          it = owner_of_template.find(clone->second);
+      }
+      if (it != owner_of_template.end()) owner = it->second;
+    }
+    span.op = owner.empty() ? what : owner;
+    span.kind = what;
+    const std::string_view op_name = owner.rfind("copy-out:", 0) == 0
+                                         ? std::string_view(owner).substr(9)
+                                         : std::string_view(owner);
+    if (const auto lane = lane_of_op.find(op_name); lane != lane_of_op.end())
+      span.lane = lane->second;
+    span.start_ms = static_cast<double>(a.start_ns - origin) * 1e-6;
+    span.end_ms = static_cast<double>(std::max(a.end_ns, a.start_ns) - origin) * 1e-6;
+    spans.push_back(std::move(span));
+  }
+  std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
+    return a.start_ms < b.start_ms || (a.start_ms == b.start_ms && a.end_ms < b.end_ms);
+  });
+  return spans;
+}
+
+}  // namespace cgr::bench
+
+#else  // no CUPTI in this build
+
+namespace cgr::bench {
+
+bool have_cupti() {
+  return false;
+}
+
+std::vector<OpSpan> profile_one_inference_cuda(const Engine&, const InputTensors&) {
+  fail("this cgr-bench was built without CUPTI (a CUDA build finds libcupti in the toolkit)");
+}
+
+}  // namespace cgr::bench
+
+#endif  // CGR_BENCH_HAVE_CUPTI

@@ -173,7 +173,9 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
           static_cast<int>(op));
     }
   }
-  impl->plan = plan_memory(impl->graph, plan_input);
+  // CUDA: 256-byte offsets (cublasSetWorkspace requires 256-byte aligned workspaces; cudaMalloc's
+  // base is 256-aligned). CPU: 64, a cache line.
+  impl->plan = plan_memory(impl->graph, plan_input, impl->options.device == Device::cuda ? 256 : 64);
   for (std::size_t k = 0; k < planned.size(); ++k) planned[k]->offset = impl->plan.offsets[k];
 
   auto& info = impl->info;

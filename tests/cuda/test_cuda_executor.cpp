@@ -121,7 +121,8 @@ TEST_CASE("CUDA dag: the two branches have no path between them in the real cuda
     std::size_t n = 0;
     CGR_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
     std::vector<cudaGraphNode_t> deps(n);
-    CGR_CUDA_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), nullptr, &n));
+    std::vector<cudaGraphEdgeData> edges(n);  // asked for: non-default edges would fail a lossy query
+    CGR_CUDA_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), edges.data(), &n));
     std::set<cudaGraphNode_t> result(deps.begin(), deps.end());
     for (cudaGraphNode_t d : deps) {
       const auto& up = ancestors_of(d);

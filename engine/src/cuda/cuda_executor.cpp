@@ -38,6 +38,10 @@ struct CudaContext::State {
   std::vector<char> executed;
   int launches = 0, synchronizations = 0;  // of the last run
   Event start_event, end_event;
+  // Recorded after each device-resident launch: the next launch of this context, on any
+  // stream, waits for it (one inference at a time per arena), and so does the destructor.
+  Event device_launch_done;
+  bool device_launched = false;
   double gpu_ms = 0, enqueue_ms = 0;
 
   LibraryHandles handles() const { return {cudnn.get(), cublas.get()}; }
@@ -110,7 +114,9 @@ struct CudaContext::State {
 
   // --- eager -------------------------------------------------------------------------------
 
-  void run_eager(bool copies) {
+  // `warm_up`: every op once, gates ignored, so each library op initialises (lazy kernel
+  // loading, plans) outside any capture, whatever an exit decides on uninitialised data.
+  void run_eager(bool copies, bool warm_up = false) {
     cudaStream_t s = stream.get();
     reset_host_flags();
     executed.assign(impl().ops.size(), 0);
@@ -123,7 +129,7 @@ struct CudaContext::State {
       executed[i] = 1;
       if (copies) copies_after(index, s);
       const int exit = impl().decision_exit[i];
-      if (early && exit >= 0) {
+      if (early && exit >= 0 && !warm_up) {
         // The eager baseline decides on the host, as a Python `if confidence > t:` would.
         if (!copies) copy_exit(static_cast<std::size_t>(exit), s);
         CGR_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -139,6 +145,13 @@ struct CudaContext::State {
   struct Segment {
     std::vector<cudaGraphNode_t> nodes;
     std::vector<cudaGraphNode_t> tails;  // what a dependent node waits for
+    std::vector<cudaGraphEdgeData> tail_edges;  // the edge each tail gives it (capture's view)
+  };
+
+  // Dependencies of a node to be added: nodes and the data of the edges from them.
+  struct Dependencies {
+    std::vector<cudaGraphNode_t> nodes;
+    std::vector<cudaGraphEdgeData> edges;
   };
 
   // A built graph: the template, its body graphs (index = plan graph), and each plan node's
@@ -159,38 +172,50 @@ struct CudaContext::State {
     std::vector<std::set<cudaGraphNode_t>> known;     // nodes seen per graph
     std::vector<cudaGraphConditionalHandle> handles;  // per exit
 
-    std::vector<cudaGraphNode_t> dependency_tails(const CudaGraphPlan::Node& node) const {
-      std::vector<cudaGraphNode_t> deps;
+    Dependencies dependency_tails(const CudaGraphPlan::Node& node) const {
+      std::map<cudaGraphNode_t, cudaGraphEdgeData> unique;
       for (int d : node.dependencies) {
-        const auto& t = built.segments[static_cast<std::size_t>(d)].tails;
-        deps.insert(deps.end(), t.begin(), t.end());
+        const Segment& segment = built.segments[static_cast<std::size_t>(d)];
+        for (std::size_t t = 0; t < segment.tails.size(); ++t) unique.emplace(segment.tails[t], segment.tail_edges[t]);
       }
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      Dependencies deps;
+      for (const auto& [tail, edge] : unique) {
+        deps.nodes.push_back(tail);
+        deps.edges.push_back(edge);
+      }
       return deps;
     }
 
     // Captures `work` into graph `g` after `deps`; records the new nodes and the captured tail
     // nodes, and marks the kernel nodes of critical-path ops with the highest priority.
     template <typename Work>
-    Segment capture(int graph, const std::vector<cudaGraphNode_t>& deps, int op, Work work) {
+    Segment capture(int graph, const Dependencies& deps, int op, Work work) {
       cudaGraph_t g = built.graphs[static_cast<std::size_t>(graph)];
       cudaStream_t st = s.stream.get();
-      CGR_CUDA_CHECK(cudaStreamBeginCaptureToGraph(st, g, deps.data(), nullptr, deps.size(),
+      CGR_CUDA_CHECK(cudaStreamBeginCaptureToGraph(st, g, deps.nodes.data(), deps.edges.data(), deps.nodes.size(),
                                                    cudaStreamCaptureModeThreadLocal));
+      Segment segment;
       try {
         work(st);
+        // The tails, and the data of the edges a next node would get from them (non-default
+        // for e.g. programmatic launches; asking without it would fail as a lossy query).
+        cudaStreamCaptureStatus status{};
+        const cudaGraphNode_t* tail = nullptr;
+        const cudaGraphEdgeData* tail_edges = nullptr;
+        std::size_t count = 0;
+        CGR_CUDA_CHECK(cudaStreamGetCaptureInfo(st, &status, nullptr, nullptr, &tail, &tail_edges, &count));
+        if (status != cudaStreamCaptureStatusActive) {
+          fail("cuda graph: the capture of '{}' was invalidated (capture status {})",
+               op >= 0 ? s.impl().ops[static_cast<std::size_t>(op)].name : std::string("a copy"), static_cast<int>(status));
+        }
+        segment.tails.assign(tail, tail + count);
+        segment.tail_edges.resize(count);  // zero: default edges
+        if (tail_edges != nullptr) segment.tail_edges.assign(tail_edges, tail_edges + count);
       } catch (...) {
         cudaGraph_t ignored = nullptr;
         (void)cudaStreamEndCapture(st, &ignored);
         throw;
       }
-      cudaStreamCaptureStatus status{};
-      const cudaGraphNode_t* tail = nullptr;
-      std::size_t count = 0;
-      CGR_CUDA_CHECK(cudaStreamGetCaptureInfo(st, &status, nullptr, nullptr, &tail, nullptr, &count));
-      Segment segment;
-      segment.tails.assign(tail, tail + count);
       cudaGraph_t captured = nullptr;
       CGR_CUDA_CHECK(cudaStreamEndCapture(st, &captured));
       std::size_t total = 0;
@@ -213,27 +238,30 @@ struct CudaContext::State {
       }
       // Work that captured nothing (e.g. an op with no elements) leaves its dependencies as
       // what comes after it waits for.
-      if (segment.nodes.empty()) segment.tails = deps;
+      if (segment.nodes.empty()) {
+        segment.tails = deps.nodes;
+        segment.tail_edges = deps.edges;
+      }
       return segment;
     }
 
     // Exit k's IF node; its body becomes graph k + 1.
-    Segment add_conditional(const CudaGraphPlan::Node& node, const std::vector<cudaGraphNode_t>& deps) {
+    Segment add_conditional(const CudaGraphPlan::Node& node, const Dependencies& deps) {
       cudaGraphNodeParams params{};  // unused bytes must be zero
       params.type = cudaGraphNodeTypeConditional;
       params.conditional.handle = handles[static_cast<std::size_t>(node.exit)];
       params.conditional.type = cudaGraphCondTypeIf;
       params.conditional.size = 1;
       cudaGraphNode_t added = nullptr;
-      CGR_CUDA_CHECK(cudaGraphAddNode(&added, built.graphs[static_cast<std::size_t>(node.graph)], deps.data(),
-                                      nullptr, deps.size(), &params));
+      CGR_CUDA_CHECK(cudaGraphAddNode(&added, built.graphs[static_cast<std::size_t>(node.graph)], deps.nodes.data(),
+                                      deps.edges.data(), deps.nodes.size(), &params));
       known[static_cast<std::size_t>(node.graph)].insert(added);
       if (built.graphs.size() != static_cast<std::size_t>(node.exit) + 1) {
         fail("cuda graph: IF node of exit {} built out of order", node.exit);
       }
       built.graphs.push_back(params.conditional.phGraph_out[0]);
       known.emplace_back();
-      return {{added}, {added}};
+      return {{added}, {added}, {cudaGraphEdgeData{}}};
     }
 
     BuiltGraph build() {
@@ -247,7 +275,7 @@ struct CudaContext::State {
       handles.assign(impl.exits.size(), 0);
       built.segments.reserve(built.plan.nodes.size());
       for (const CudaGraphPlan::Node& node : built.plan.nodes) {
-        const std::vector<cudaGraphNode_t> deps = dependency_tails(node);
+        const Dependencies deps = dependency_tails(node);
         switch (node.kind) {
           case CudaGraphPlan::Kind::copy_in:
             built.segments.push_back(capture(node.graph, deps, -1, [&](cudaStream_t st) { s.copy_inputs(st); }));
@@ -303,6 +331,7 @@ CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : sta
   s.stream = create_stream();
   s.start_event = create_event();
   s.end_event = create_event();
+  s.device_launch_done = create_event();
   cudnnHandle_t cudnn = nullptr;
   CGR_CUDNN_CHECK(cudnnCreate(&cudnn));
   s.cudnn = CudnnHandle(cudnn);
@@ -358,12 +387,17 @@ CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : sta
   for (int op = 0; op < n; ++op) s.critical[static_cast<std::size_t>(op)] = top[static_cast<std::size_t>(op)] + bottom[static_cast<std::size_t>(op)] - 1 == impl.graph.critical_path_length();
 
   // One eager run first: cuDNN and cuBLAS initialise lazily, which must not happen under capture.
-  s.run_eager(false);
+  s.run_eager(false, true);
   CGR_CUDA_CHECK(cudaStreamSynchronize(s.stream.get()));
   if (impl.options.mode != Mode::eager) s.ensure_graph(true);
 }
 
-CudaContext::~CudaContext() = default;
+CudaContext::~CudaContext() {
+  // Nothing of this context may still run when its arena, graphs and handles go.
+  State& s = *state_;
+  if (s.device_launched) CGR_CUDA_CHECK_NOTHROW(cudaEventSynchronize(s.device_launch_done.get()));
+  if (s.stream) CGR_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(s.stream.get()));
+}
 
 float* CudaContext::host_input(std::size_t input) const {
   return reinterpret_cast<float*>(static_cast<char*>(state_->input_staging.get()) + state_->input_offsets[input]);
@@ -380,6 +414,7 @@ void CudaContext::run() {
   s.launches = s.synchronizations = 0;
   if (s.impl().options.mode != Mode::eager) s.ensure_graph(true);  // built once, outside the timing
   const auto host_start = std::chrono::steady_clock::now();
+  if (s.device_launched) CGR_CUDA_CHECK(cudaStreamWaitEvent(s.stream.get(), s.device_launch_done.get(), 0));
   CGR_CUDA_CHECK(cudaEventRecord(s.start_event.get(), s.stream.get()));
   if (s.impl().options.mode == Mode::eager) {
     s.run_eager(true);
@@ -403,7 +438,10 @@ void CudaContext::launch_device(cudaStream_t stream) {
   State& s = *state_;
   if (s.impl().options.mode == Mode::eager) fail("the device-resident launch needs a graph mode (dag or stream-graph)");
   s.ensure_graph(false);
+  if (s.device_launched) CGR_CUDA_CHECK(cudaStreamWaitEvent(stream, s.device_launch_done.get(), 0));
   CGR_CUDA_CHECK(cudaGraphLaunch(s.compute_exec.get(), stream));
+  CGR_CUDA_CHECK(cudaEventRecord(s.device_launch_done.get(), stream));
+  s.device_launched = true;
 }
 
 std::vector<char> CudaContext::fired_exits() const {
@@ -452,7 +490,8 @@ std::vector<std::pair<cudaGraphNode_t, cudaGraphNode_t>> edges_of(cudaGraph_t gr
   std::size_t count = 0;
   CGR_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
   std::vector<cudaGraphNode_t> from(count), to(count);
-  CGR_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &count));
+  std::vector<cudaGraphEdgeData> data(count);  // without it, non-default edges make the query fail
+  CGR_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
   std::vector<std::pair<cudaGraphNode_t, cudaGraphNode_t>> edges;
   for (std::size_t e = 0; e < count; ++e) edges.emplace_back(from[e], to[e]);
   return edges;
@@ -479,12 +518,24 @@ GraphReport CudaContext::graph_report() {
   }
   std::set<std::pair<int, int>> found_segment_edges;
   std::set<cudaGraphNode_t> entered_from_own_segment;
-  for (cudaGraph_t graph : built.graphs) {
+  for (std::size_t g = 0; g < built.graphs.size(); ++g) {
+    cudaGraph_t graph = built.graphs[g];
     for (cudaGraphNode_t node : nodes_of(graph)) {
       ++report.nodes;
       cudaGraphNodeType type{};
       CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
       if (type == cudaGraphNodeTypeConditional) ++report.conditional_nodes;
+      // A conditional body may hold kernel, empty, child graph, memset, memcpy and
+      // conditional nodes only (what a library captured there must keep to).
+      const bool allowed_in_body = type == cudaGraphNodeTypeKernel || type == cudaGraphNodeTypeEmpty ||
+                                   type == cudaGraphNodeTypeGraph || type == cudaGraphNodeTypeMemset ||
+                                   type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeConditional;
+      if (g > 0 && !allowed_in_body) {
+        const auto it = owner.find(node);
+        report.mismatches.push_back(fmt::format("node of type {} ({}) in the body of {}: not allowed in a conditional body",
+                                                static_cast<int>(type), it == owner.end() ? std::string("unowned") : plan.nodes[static_cast<std::size_t>(it->second)].name,
+                                                "if:" + s.impl().exits[g - 1].name));
+      }
       if (!owner.contains(node)) report.mismatches.push_back(fmt::format("a node of type {} that no planned node owns", static_cast<int>(type)));
     }
     for (const auto& [from, to] : edges_of(graph)) {

@@ -95,7 +95,9 @@ class CudnnConvOp final : public GpuOp {
         CUDNN_PROPAGATE_NAN, 0.0));
 
     // The fused call accepts IDENTITY only with IMPLICIT_PRECOMP_GEMM; with ReLU take
-    // cuDNN's heuristic choice (no timing runs: the engine may be built under load).
+    // cuDNN's heuristic choice (no timing runs: the engine may be built under load) among the
+    // GEMM algorithms: FFT and Winograd round differently from a direct convolution and FFT's
+    // workspaces run to hundreds of MiB, one per op.
     algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
     if (epilogue.relu) {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -105,7 +107,10 @@ class CudnnConvOp final : public GpuOp {
                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                              &returned, perf));
       for (int k = 0; k < returned; ++k) {
-        if (perf[k].status == CUDNN_STATUS_SUCCESS &&
+        const bool gemm = perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+                          perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+                          perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+        if (perf[k].status == CUDNN_STATUS_SUCCESS && gemm &&
             (options.allow_tf32 || perf[k].mathType == CUDNN_FMA_MATH ||
              perf[k].mathType == CUDNN_DEFAULT_MATH)) {
           algorithm_ = perf[k].algo;

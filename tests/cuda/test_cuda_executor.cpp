@@ -5,7 +5,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <functional>
 #include <map>
 #include <set>
@@ -192,12 +195,21 @@ TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above
   const auto x = test::random_vector(3 * 64 * 64, 6);
   const auto final_ref = cpu_reference(net, w, "image", x, "final", ExitPolicy::off);
   const auto exit0_ref = cpu_reference(net, w, "image", x, "exit0");
+  const auto exit1_ref = cpu_reference(net, w, "image", x, "exit1");
+  const auto exit2_ref = cpu_reference(net, w, "image", x, "exit2");
+  // What the CPU executor runs with threshold 0: up to block 2 and head 0.
+  const Engine cpu_early0 = Engine::build(net, w, {.threads = 2, .exits = ExitPolicy::early, .threshold = 0.0f});
+  ExecutionContext cpu_ctx = cpu_early0.create_context();
+  (void)cpu_ctx.infer({{"image", x}});
+  const std::vector<std::string> cpu_ran = cpu_ctx.executed_ops();
   for (Mode mode : kCudaModes) {
     CAPTURE(to_string(mode));
     const Engine all = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::all});
     const Result r_all = all.create_context().infer({{"image", x}});
     CHECK(test::relative_error(r_all.output("final").to_vector(), final_ref) < 1e-4);
     CHECK(test::relative_error(r_all.output("exit0").to_vector(), exit0_ref) < 1e-4);
+    CHECK(test::relative_error(r_all.output("exit1").to_vector(), exit1_ref) < 1e-4);
+    CHECK(test::relative_error(r_all.output("exit2").to_vector(), exit2_ref) < 1e-4);
     for (const auto& e : r_all.exits) CHECK(e.ran);
 
     const Engine early0 = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = 0.0f});
@@ -207,6 +219,9 @@ TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above
     CHECK(r0.outputs.count("final") == 0);
     CHECK_FALSE(r0.exits[1].ran);
     CHECK(test::relative_error(r0.output("exit0").to_vector(), exit0_ref) < 1e-4);
+    // The same ops ran as on the CPU: nothing of the backbone after block 2.
+    CHECK(ctx.executed_ops() == cpu_ran);
+    CHECK(std::none_of(cpu_ran.begin(), cpu_ran.end(), [](const std::string& op) { return op.rfind("layer3", 0) == 0; }));
     if (mode != Mode::eager) {
       const CudaGraphReport report = ctx.cuda_graph_report();
       CHECK(report.conditional_nodes == 3);  // exit 0's IF node, exit 1's in its body, exit 2's in that
@@ -285,5 +300,36 @@ TEST_CASE("CUDA: a custom op's stream work is captured with its dependencies" * 
     const auto y = ctx.infer({{"x", input}}).output("y").to_vector();
     for (int i = 0; i < 128; ++i) CHECK(y[i] == std::max(input[i], 0.0f) + input[i]);
     if (mode == Mode::dag) CHECK(ctx.cuda_graph_report().mismatches.empty());
+  }
+}
+
+TEST_CASE("CUDA exits with a batch fire only when every sample is confident; NaN never fires" * doctest::skip(no_device)) {
+  const Network net = models::resnet18_exits(2, 64, 10);
+  const Weights w = models::random_weights(net, 7);
+  auto image = test::random_vector(2 * 3 * 64 * 64, 4);
+  const Result every = Engine::build(net, w, {.threads = 2, .exits = ExitPolicy::all}).create_context().infer({{"image", image}});
+  const auto& c = every.exits[0].confidence;
+  REQUIRE(c.size() == 2);
+  REQUIRE(c[0] != c[1]);
+  const float low = std::min(c[0], c[1]), high = std::max(c[0], c[1]);
+  for (Mode mode : kCudaModes) {
+    CAPTURE(to_string(mode));
+    const auto early = [&](float threshold) {
+      return Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = threshold});
+    };
+    // Between the two samples' confidences: one confident, one not: exit 0 does not fire.
+    const Result between = early((low + high) / 2).create_context().infer({{"image", image}});
+    CHECK_FALSE(between.exits[0].fired);
+    CHECK(between.answered_by != "exit0");
+    CHECK(early(low * (1.0f - 1e-5f)).create_context().infer({{"image", image}}).answered_by == "exit0");
+    // A NaN in one image: NaN confidences, nothing fires even at threshold 0.
+    auto poisoned = image;
+    poisoned[5] = std::numeric_limits<float>::quiet_NaN();
+    const Result nan = early(0.0f).create_context().infer({{"image", poisoned}});
+    CHECK(nan.answered_by == "final");
+    for (const auto& e : nan.exits) {
+      CHECK_FALSE(e.fired);
+      CHECK(std::isnan(e.confidence[0]));
+    }
   }
 }

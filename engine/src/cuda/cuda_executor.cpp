@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cgr/error.hpp"
@@ -51,24 +52,38 @@ struct CudaContext::State {
     return static_cast<float*>(confidence_host.get()) + confidence_offsets[exit];
   }
 
-  // Enqueues one op; the exit decision is the executor's own (its flag and handle are per
-  // context).
-  void enqueue_op(int index, cudaStream_t s, bool set_condition, cudaGraphConditionalHandle handle) const {
+  GpuBuffers buffers_of(int index) const {
     const auto& op = impl().ops[static_cast<std::size_t>(index)];
-    const int exit = impl().decision_exit[static_cast<std::size_t>(index)];
-    if (exit >= 0) {
-      const auto& plan = impl().exits[static_cast<std::size_t>(exit)];
-      CGR_CUDA_CHECK(cuda_kernels::exit_decision(
-          values[static_cast<std::size_t>(plan.logits_value)], values[static_cast<std::size_t>(op.output)],
-          fired_flag(static_cast<std::size_t>(exit)), plan.batch, plan.classes, impl().options.threshold,
-          set_condition, handle, s));
-      return;
-    }
     GpuBuffers buffers;
     buffers.inputs = op_inputs[static_cast<std::size_t>(index)];
     buffers.output = values[static_cast<std::size_t>(op.output)];
     buffers.workspace = op.workspace >= 0 ? values[static_cast<std::size_t>(op.workspace)] : nullptr;
-    op.gpu->enqueue(s, buffers, handles());
+    return buffers;
+  }
+
+  // The kernel launches of one op: its own kernels, or the exit decision (the executor's own:
+  // its flag and handle are per context); nullopt for library work.
+  std::optional<std::vector<cuda_kernels::KernelLaunch>> kernel_launches(
+      int index, bool set_condition, cudaGraphConditionalHandle handle) const {
+    const auto& op = impl().ops[static_cast<std::size_t>(index)];
+    const int exit = impl().decision_exit[static_cast<std::size_t>(index)];
+    if (exit >= 0) {
+      const auto& plan = impl().exits[static_cast<std::size_t>(exit)];
+      return std::vector<cuda_kernels::KernelLaunch>{cuda_kernels::describe_exit_decision(
+          values[static_cast<std::size_t>(plan.logits_value)], values[static_cast<std::size_t>(op.output)],
+          fired_flag(static_cast<std::size_t>(exit)), plan.batch, plan.classes, impl().options.threshold,
+          set_condition, handle)};
+    }
+    return op.gpu->kernel_launches(buffers_of(index));
+  }
+
+  // Enqueues one op on `s` (eager, or under a capture).
+  void enqueue_op(int index, cudaStream_t s, bool set_condition, cudaGraphConditionalHandle handle) const {
+    if (const auto launches = kernel_launches(index, set_condition, handle)) {
+      for (const auto& launch : *launches) CGR_CUDA_CHECK(cuda_kernels::launch(launch, s));
+      return;
+    }
+    impl().ops[static_cast<std::size_t>(index)].gpu->enqueue(s, buffers_of(index), handles());
   }
 
   void copy_inputs(cudaStream_t s) const {
@@ -168,6 +183,7 @@ struct CudaContext::State {
   struct Builder {
     State& s;
     bool copies;
+    bool serialize;  // stream-graph
     BuiltGraph built;
     std::vector<std::set<cudaGraphNode_t>> known;     // nodes seen per graph
     std::vector<cudaGraphConditionalHandle> handles;  // per exit
@@ -226,18 +242,58 @@ struct CudaContext::State {
       for (cudaGraphNode_t node : nodes) {
         if (!seen.insert(node).second) continue;
         segment.nodes.push_back(node);
-        if (op >= 0 && s.critical[static_cast<std::size_t>(op)]) {
-          cudaGraphNodeType type{};
-          CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-          if (type == cudaGraphNodeTypeKernel) {
-            cudaLaunchAttributeValue value{};
-            value.priority = s.greatest_priority;
-            CGR_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributePriority, &value));
-          }
-        }
+        prioritize(node, op);
       }
       // Work that captured nothing (e.g. an op with no elements) leaves its dependencies as
       // what comes after it waits for.
+      if (segment.nodes.empty()) {
+        segment.tails = deps.nodes;
+        segment.tail_edges = deps.edges;
+      }
+      return segment;
+    }
+
+    // Kernel nodes of critical-path ops get the highest priority (the graph is instantiated
+    // with cudaGraphInstantiateFlagUseNodePriority).
+    void prioritize(cudaGraphNode_t node, int op) const {
+      if (op < 0 || !s.critical[static_cast<std::size_t>(op)]) return;
+      cudaGraphNodeType type{};
+      CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type != cudaGraphNodeTypeKernel) return;
+      cudaLaunchAttributeValue value{};
+      value.priority = s.greatest_priority;
+      CGR_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributePriority, &value));
+    }
+
+    // cgr's own kernels: one kernel node per launch (cudaGraphAddNode with the launch's
+    // function, grid, block and arguments), each after exactly `deps`.
+    Segment add_kernels(int graph, const Dependencies& deps, int op,
+                        const std::vector<cuda_kernels::KernelLaunch>& launches) {
+      Segment segment;
+      for (const auto& launch : launches) {
+        if (launch.status != cudaSuccess) {
+          fail("cuda graph: the kernel of '{}' refused its arguments: {} ({})", s.impl().ops[static_cast<std::size_t>(op)].name,
+               cudaGetErrorString(launch.status), cudaGetErrorName(launch.status));
+        }
+        if (launch.empty()) continue;
+        auto arguments = launch.argument_pointers();
+        cudaGraphNodeParams params{};  // unused bytes must be zero
+        params.type = cudaGraphNodeTypeKernel;
+        params.kernel.func = const_cast<void*>(launch.function);
+        params.kernel.gridDim = launch.grid;
+        params.kernel.blockDim = launch.block;
+        params.kernel.sharedMemBytes = launch.shared_bytes;
+        params.kernel.kernelParams = arguments.data();
+        params.kernel.extra = nullptr;
+        cudaGraphNode_t node = nullptr;
+        CGR_CUDA_CHECK(cudaGraphAddNode(&node, built.graphs[static_cast<std::size_t>(graph)], deps.nodes.data(),
+                                        deps.edges.data(), deps.nodes.size(), &params));
+        known[static_cast<std::size_t>(graph)].insert(node);
+        prioritize(node, op);
+        segment.nodes.push_back(node);
+        segment.tails.push_back(node);
+        segment.tail_edges.push_back(cudaGraphEdgeData{});
+      }
       if (segment.nodes.empty()) {
         segment.tails = deps.nodes;
         segment.tail_edges = deps.edges;
@@ -296,9 +352,16 @@ struct CudaContext::State {
                                                               cudaGraphCondAssignDefault));
             }
             const cudaGraphConditionalHandle handle = sets_condition ? handles[static_cast<std::size_t>(node.exit)] : 0;
-            built.segments.push_back(capture(node.graph, deps, node.op, [&](cudaStream_t st) {
-              s.enqueue_op(node.op, st, sets_condition, handle);
-            }));
+            // dag: cgr's kernels become kernel nodes; library work is captured. stream-graph
+            // captures everything, as a capture of the whole network on one stream would.
+            const auto launches = s.kernel_launches(node.op, sets_condition, handle);
+            if (launches && !serialize) {
+              built.segments.push_back(add_kernels(node.graph, deps, node.op, *launches));
+            } else {
+              built.segments.push_back(capture(node.graph, deps, node.op, [&](cudaStream_t st) {
+                s.enqueue_op(node.op, st, sets_condition, handle);
+              }));
+            }
             break;
           }
         }
@@ -313,7 +376,7 @@ struct CudaContext::State {
     if (exec) return;
     // stream-graph is the plan's one chain per graph: the topology a capture of the whole
     // network on one stream records (what torch.cuda.graph gives), built by the same code.
-    BuiltGraph built = Builder{*this, copies, {}, {}, {}}.build();
+    BuiltGraph built = Builder{*this, copies, impl().options.mode == Mode::stream_graph, {}, {}, {}}.build();
     cudaGraphExec_t instance = nullptr;
     CGR_CUDA_CHECK(cudaGraphInstantiate(&instance, built.owned.get(), cudaGraphInstantiateFlagUseNodePriority));
     exec = GraphExec(instance);

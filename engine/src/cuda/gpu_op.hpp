@@ -1,9 +1,9 @@
-// The CUDA executor's view of one op. An op only knows how to enqueue its work on a stream;
-// the executor calls enqueue() directly (eager), under one whole-network capture
-// (stream-graph), or under a capture into the explicit graph that starts from exactly the
-// op's dependency nodes (dag). So kernels and library calls (cuDNN, cuBLAS, a user's stream
-// work) go through one mechanism, and every captured launch becomes a node with the edges
-// the data needs.
+// The CUDA executor's view of one op. Library work (cuDNN, cuBLAS, copies, a user's stream
+// work) only knows how to enqueue itself on a stream: the executor calls enqueue() directly
+// (eager), under a whole-network capture on one stream (stream-graph), or under a capture into
+// the explicit graph that starts from exactly the op's dependency nodes (dag). cgr's own
+// kernels also describe their launches (kernel_launches()), which dag adds to the graph as
+// kernel nodes with cudaGraphAddNode; their enqueue() launches the same descriptions.
 #pragma once
 
 #if defined(CGR_HAVE_CUDA)
@@ -13,7 +13,11 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
+#include <vector>
+
+#include "cuda/kernel_launch.hpp"
 
 namespace cgr::cuda {
 
@@ -37,6 +41,12 @@ class GpuOp {
   // Must not synchronise or allocate: it may run under stream capture.
   virtual void enqueue(cudaStream_t stream, const GpuBuffers& buffers,
                        const LibraryHandles& handles) const = 0;
+  // cgr's own kernels: the launches of one run, independent of each other (they write
+  // disjoint parts of the output). nullopt for library work, which dag captures.
+  virtual std::optional<std::vector<cuda_kernels::KernelLaunch>> kernel_launches(
+      const GpuBuffers& /*buffers*/) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace cgr::cuda

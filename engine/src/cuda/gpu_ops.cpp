@@ -18,23 +18,50 @@
 namespace cgr::cuda {
 namespace {
 
-// Elementwise and small ops: one launch function each.
-template <typename Launch>
+// cgr's own kernels: `describe` gives the op's launches for given buffers; enqueue() launches
+// them, dag adds them as kernel nodes.
+template <typename Describe>
 class KernelOp final : public GpuOp {
  public:
-  explicit KernelOp(Launch launch) : launch_(std::move(launch)) {}
+  explicit KernelOp(Describe describe) : describe_(std::move(describe)) {}
   void enqueue(cudaStream_t stream, const GpuBuffers& b, const LibraryHandles&) const override {
-    CGR_CUDA_CHECK(launch_(stream, b));
+    for (const cuda_kernels::KernelLaunch& launch : describe_(b)) CGR_CUDA_CHECK(cuda_kernels::launch(launch, stream));
+  }
+  std::optional<std::vector<cuda_kernels::KernelLaunch>> kernel_launches(const GpuBuffers& b) const override {
+    return describe_(b);
   }
 
  private:
-  Launch launch_;
+  Describe describe_;
 };
 
-template <typename Launch>
-std::shared_ptr<GpuOp> kernel_op(Launch launch) {
-  return std::make_shared<KernelOp<Launch>>(std::move(launch));
+// One launch per run.
+template <typename Describe>
+std::shared_ptr<GpuOp> kernel_op(Describe describe) {
+  auto many = [describe = std::move(describe)](const GpuBuffers& b) {
+    return std::vector<cuda_kernels::KernelLaunch>{describe(b)};
+  };
+  return std::make_shared<KernelOp<decltype(many)>>(std::move(many));
 }
+
+// Several independent launches per run.
+template <typename Describe>
+std::shared_ptr<GpuOp> kernels_op(Describe describe) {
+  return std::make_shared<KernelOp<Describe>>(std::move(describe));
+}
+
+// A CustomOp's stream work: captured like the library ops.
+class UserWorkOp final : public GpuOp {
+ public:
+  explicit UserWorkOp(decltype(CustomOpParams::cuda) work) : work_(std::move(work)) {}
+  void enqueue(cudaStream_t stream, const GpuBuffers& b, const LibraryHandles&) const override {
+    work_(static_cast<void*>(stream), b.inputs, b.output);
+    CGR_CUDA_CHECK(cudaGetLastError());
+  }
+
+ private:
+  decltype(CustomOpParams::cuda) work_;
+};
 
 // Flatten and Reshape: the same bytes under another shape, copied (a memcpy node in graphs).
 class CopyOp final : public GpuOp {
@@ -101,19 +128,19 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
   if (dynamic_cast<const Add*>(&layer) != nullptr) {
     const std::int64_t n = out.numel();
     const bool relu = op.add_relu;
-    return kernel_op([n, relu](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::add(b.inputs[0], b.inputs[1], b.output, n, relu, s);
+    return kernel_op([n, relu](const GpuBuffers& b) {
+      return cuda_kernels::describe_add(b.inputs[0], b.inputs[1], b.output, n, relu);
     });
   }
   if (dynamic_cast<const Relu*>(&layer) != nullptr) {
     const std::int64_t n = out.numel();
-    return kernel_op([n](cudaStream_t s, const GpuBuffers& b) { return cuda_kernels::relu(b.inputs[0], b.output, n, s); });
+    return kernel_op([n](const GpuBuffers& b) { return cuda_kernels::describe_relu(b.inputs[0], b.output, n); });
   }
   if (const auto* clip = dynamic_cast<const Clip*>(&layer)) {
     const std::int64_t n = out.numel();
     const ClipParams p = clip->params();
-    return kernel_op([n, p](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::clip(b.inputs[0], b.output, n, p.low, p.high, s);
+    return kernel_op([n, p](const GpuBuffers& b) {
+      return cuda_kernels::describe_clip(b.inputs[0], b.output, n, p.low, p.high);
     });
   }
   if (const auto* bn = dynamic_cast<const BatchNorm2d*>(&layer)) {
@@ -121,18 +148,18 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
     auto scale = std::make_shared<DeviceMemory>(upload(affine.scale.data(), affine.scale.size()));
     auto shift = std::make_shared<DeviceMemory>(upload(affine.shift.data(), affine.shift.size()));
     const std::int64_t batch = in[0], channels = in[1], plane = in.numel() / (in[0] * in[1]);
-    return kernel_op([=](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::channel_affine(b.inputs[0], static_cast<const float*>(scale->get()),
+    return kernel_op([=](const GpuBuffers& b) {
+      return cuda_kernels::describe_channel_affine(b.inputs[0], static_cast<const float*>(scale->get()),
                                           static_cast<const float*>(shift->get()), b.output, batch,
-                                          channels, plane, s);
+                                          channels, plane);
     });
   }
   if (const auto* add_constant = dynamic_cast<const AddConstant*>(&layer)) {
     const auto expanded = add_constant->expanded(op.weights.at("constant")->f32());
     auto constant = std::make_shared<DeviceMemory>(upload(expanded.data(), expanded.size()));
     const std::int64_t n = out.numel();
-    return kernel_op([=](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::add_expanded(b.inputs[0], static_cast<const float*>(constant->get()), b.output, n, s);
+    return kernel_op([=](const GpuBuffers& b) {
+      return cuda_kernels::describe_add_expanded(b.inputs[0], static_cast<const float*>(constant->get()), b.output, n);
     });
   }
   const bool max_pool = dynamic_cast<const MaxPool2d*>(&layer) != nullptr;
@@ -144,14 +171,14 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
                                    p.padding.left, p.padding.bottom, p.padding.right,
                                    p.dilation.h, p.dilation.w, p.count_include_pad};
     if (max_pool) {
-      return kernel_op([g](cudaStream_t s, const GpuBuffers& b) { return cuda_kernels::max_pool2d(b.inputs[0], b.output, g, s); });
+      return kernel_op([g](const GpuBuffers& b) { return cuda_kernels::describe_max_pool2d(b.inputs[0], b.output, g); });
     }
-    return kernel_op([g](cudaStream_t s, const GpuBuffers& b) { return cuda_kernels::avg_pool2d(b.inputs[0], b.output, g, s); });
+    return kernel_op([g](const GpuBuffers& b) { return cuda_kernels::describe_avg_pool2d(b.inputs[0], b.output, g); });
   }
   if (dynamic_cast<const GlobalAvgPool*>(&layer) != nullptr) {
     const std::int64_t planes = in[0] * in[1], plane = in[2] * in[3];
-    return kernel_op([=](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::global_avg_pool(b.inputs[0], b.output, planes, plane, s);
+    return kernel_op([=](const GpuBuffers& b) {
+      return cuda_kernels::describe_global_avg_pool(b.inputs[0], b.output, planes, plane);
     });
   }
   if (const auto* concat = dynamic_cast<const Concat*>(&layer)) {
@@ -160,14 +187,15 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
     std::vector<std::int64_t> blocks;
     for (const auto& input : layer.inputs()) blocks.push_back(input.shape.numel() / outer);
     const std::int64_t out_block = out.numel() / outer;
-    return kernel_op([=](cudaStream_t s, const GpuBuffers& b) {
+    // One launch per input, each writing its own columns: in dag, sibling kernel nodes.
+    return kernels_op([=](const GpuBuffers& b) {
+      std::vector<cuda_kernels::KernelLaunch> launches;
       std::int64_t offset = 0;
       for (std::size_t k = 0; k < blocks.size(); ++k) {
-        const cudaError_t status = cuda_kernels::concat_part(b.inputs[k], b.output, outer, blocks[k], out_block, offset, s);
-        if (status != cudaSuccess) return status;
+        launches.push_back(cuda_kernels::describe_concat_part(b.inputs[k], b.output, outer, blocks[k], out_block, offset));
         offset += blocks[k];
       }
-      return cudaSuccess;
+      return launches;
     });
   }
   if (const auto* softmax = dynamic_cast<const Softmax*>(&layer)) {
@@ -175,16 +203,16 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
     for (int d = 0; d < softmax->axis(); ++d) outer *= in[static_cast<std::size_t>(d)];
     for (std::size_t d = static_cast<std::size_t>(softmax->axis()) + 1; d < in.rank(); ++d) inner *= in[d];
     const std::int64_t length = in[static_cast<std::size_t>(softmax->axis())];
-    return kernel_op([=](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::softmax(b.inputs[0], b.output, outer, length, inner, s);
+    return kernel_op([=](const GpuBuffers& b) {
+      return cuda_kernels::describe_softmax(b.inputs[0], b.output, outer, length, inner);
     });
   }
   if (const auto* pad = dynamic_cast<const Pad2d*>(&layer)) {
     const Padding2d p = pad->padding();
     const std::int64_t planes = in[0] * in[1];
     const std::int64_t ih = in[2], iw = in[3], oh = out[2], ow = out[3];
-    return kernel_op([=](cudaStream_t s, const GpuBuffers& b) {
-      return cuda_kernels::pad2d(b.inputs[0], b.output, planes, ih, iw, oh, ow, p.top, p.left, s);
+    return kernel_op([=](const GpuBuffers& b) {
+      return cuda_kernels::describe_pad2d(b.inputs[0], b.output, planes, ih, iw, oh, ow, p.top, p.left);
     });
   }
   if (const auto* transpose = dynamic_cast<const Transpose*>(&layer)) {
@@ -197,17 +225,13 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
       g.out_dims[d] = out[d];
       g.source_strides[d] = in_strides[static_cast<std::size_t>(transpose->perm()[d])];
     }
-    return kernel_op([g](cudaStream_t s, const GpuBuffers& b) { return cuda_kernels::transpose(b.inputs[0], b.output, g, s); });
+    return kernel_op([g](const GpuBuffers& b) { return cuda_kernels::describe_transpose(b.inputs[0], b.output, g); });
   }
   if (const auto* custom = dynamic_cast<const CustomOp*>(&layer)) {
     if (!custom->params().cuda) {
       fail("{} '{}' has no CUDA implementation (CustomOpParams::cuda)", layer.kind(), layer.name());
     }
-    auto work = custom->params().cuda;
-    return kernel_op([work](cudaStream_t s, const GpuBuffers& b) {
-      work(static_cast<void*>(s), b.inputs, b.output);
-      return cudaGetLastError();
-    });
+    return std::make_shared<UserWorkOp>(custom->params().cuda);
   }
   if (dynamic_cast<const Flatten*>(&layer) != nullptr || dynamic_cast<const Reshape*>(&layer) != nullptr) {
     return std::make_shared<CopyOp>(static_cast<std::size_t>(out.numel()) * sizeof(float));

@@ -22,23 +22,23 @@ __global__ void concat_part_kernel(const float* x, float* y, Index total, Index 
 
 }  // namespace
 
-cudaError_t concat_part(const float* x, float* y, std::int64_t outer, std::int64_t block,
-                        std::int64_t out_block, std::int64_t offset, cudaStream_t stream) {
+KernelLaunch describe_concat_part(const float* x, float* y, std::int64_t outer, std::int64_t block,
+                                  std::int64_t out_block, std::int64_t offset) {
   if (detail::any_negative({outer, block, out_block, offset}) || offset + block > out_block) {
-    return cudaErrorInvalidValue;
+    return KernelLaunch::refused(cudaErrorInvalidValue);
   }
   const std::int64_t total = outer * block;
-  if (total == 0) return cudaSuccess;
+  if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
   if (detail::fits_int32({total, outer * out_block})) {
-    concat_part_kernel<std::int32_t><<<blocks, detail::kThreads, 0, stream>>>(
-        x, y, static_cast<std::int32_t>(total), static_cast<std::int32_t>(block),
-        static_cast<std::int32_t>(out_block), static_cast<std::int32_t>(offset));
+    return detail::describe(concat_part_kernel<std::int32_t>, blocks, detail::kThreads, 0, x, y,
+                            static_cast<std::int32_t>(total), static_cast<std::int32_t>(block),
+                            static_cast<std::int32_t>(out_block),
+                            static_cast<std::int32_t>(offset));
   } else {
-    concat_part_kernel<std::int64_t>
-        <<<blocks, detail::kThreads, 0, stream>>>(x, y, total, block, out_block, offset);
+    return detail::describe(concat_part_kernel<std::int64_t>, blocks, detail::kThreads, 0, x, y,
+                            total, block, out_block, offset);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace cgr::cuda_kernels

@@ -57,79 +57,75 @@ __global__ void bias_activation_kernel(float* y, const float* bias, Index total,
 
 }  // namespace
 
-cudaError_t relu(const float* x, float* y, std::int64_t n, cudaStream_t stream) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  relu_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+KernelLaunch describe_relu(const float* x, float* y, std::int64_t n) {
+  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (n == 0) return KernelLaunch{};
+  return detail::describe(relu_kernel, detail::blocks_for(n), detail::kThreads, 0, x, y, n);
 }
 
-cudaError_t clip(const float* x, float* y, std::int64_t n, float low, float high,
-                 cudaStream_t stream) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  clip_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(x, y, n, low, high);
-  return cudaGetLastError();
+KernelLaunch describe_clip(const float* x, float* y, std::int64_t n, float low, float high) {
+  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (n == 0) return KernelLaunch{};
+  return detail::describe(clip_kernel, detail::blocks_for(n), detail::kThreads, 0, x, y, n, low,
+                          high);
 }
 
-cudaError_t add(const float* a, const float* b, float* y, std::int64_t n, bool relu,
-                cudaStream_t stream) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
+KernelLaunch describe_add(const float* a, const float* b, float* y, std::int64_t n, bool relu) {
+  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (n == 0) return KernelLaunch{};
   if (relu) {
-    add_kernel<true><<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(a, b, y, n);
+    return detail::describe(add_kernel<true>, detail::blocks_for(n), detail::kThreads, 0, a, b, y,
+                            n);
   } else {
-    add_kernel<false><<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(a, b, y, n);
+    return detail::describe(add_kernel<false>, detail::blocks_for(n), detail::kThreads, 0, a, b, y,
+                            n);
   }
-  return cudaGetLastError();
 }
 
-cudaError_t add_expanded(const float* x, const float* c, float* y, std::int64_t n,
-                         cudaStream_t stream) {
-  return add(x, c, y, n, false, stream);
+KernelLaunch describe_add_expanded(const float* x, const float* c, float* y, std::int64_t n) {
+  return describe_add(x, c, y, n, false);
 }
 
-cudaError_t channel_affine(const float* x, const float* scale, const float* shift, float* y,
-                           std::int64_t batch, std::int64_t channels, std::int64_t plane,
-                           cudaStream_t stream) {
-  if (detail::any_negative({batch, channels, plane})) return cudaErrorInvalidValue;
+KernelLaunch describe_channel_affine(const float* x, const float* scale, const float* shift,
+                                     float* y, std::int64_t batch, std::int64_t channels,
+                                     std::int64_t plane) {
+  if (detail::any_negative({batch, channels, plane}))
+    return KernelLaunch::refused(cudaErrorInvalidValue);
   const std::int64_t total = batch * channels * plane;
-  if (total == 0) return cudaSuccess;
+  if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
   if (detail::fits_int32({total})) {
-    channel_affine_kernel<std::int32_t><<<blocks, detail::kThreads, 0, stream>>>(
-        x, scale, shift, y, static_cast<std::int32_t>(total), static_cast<std::int32_t>(channels),
-        static_cast<std::int32_t>(plane));
+    return detail::describe(channel_affine_kernel<std::int32_t>, blocks, detail::kThreads, 0, x,
+                            scale, shift, y, static_cast<std::int32_t>(total),
+                            static_cast<std::int32_t>(channels), static_cast<std::int32_t>(plane));
   } else {
-    channel_affine_kernel<std::int64_t><<<blocks, detail::kThreads, 0, stream>>>(
-        x, scale, shift, y, total, channels, plane);
+    return detail::describe(channel_affine_kernel<std::int64_t>, blocks, detail::kThreads, 0, x,
+                            scale, shift, y, total, channels, plane);
   }
-  return cudaGetLastError();
 }
 
-cudaError_t bias_activation(float* y, const float* bias, std::int64_t rows, std::int64_t cols,
-                            bool relu, cudaStream_t stream) {
-  if (detail::any_negative({rows, cols})) return cudaErrorInvalidValue;
+KernelLaunch describe_bias_activation(float* y, const float* bias, std::int64_t rows,
+                                      std::int64_t cols, bool relu) {
+  if (detail::any_negative({rows, cols})) return KernelLaunch::refused(cudaErrorInvalidValue);
   const std::int64_t total = rows * cols;
-  if (total == 0 || (bias == nullptr && !relu)) return cudaSuccess;
+  if (total == 0 || (bias == nullptr && !relu)) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
   if (detail::fits_int32({total})) {
     const auto total32 = static_cast<std::int32_t>(total), cols32 = static_cast<std::int32_t>(cols);
     if (relu) {
-      bias_activation_kernel<std::int32_t, true>
-          <<<blocks, detail::kThreads, 0, stream>>>(y, bias, total32, cols32);
+      return detail::describe(bias_activation_kernel<std::int32_t, true>, blocks, detail::kThreads,
+                              0, y, bias, total32, cols32);
     } else {
-      bias_activation_kernel<std::int32_t, false>
-          <<<blocks, detail::kThreads, 0, stream>>>(y, bias, total32, cols32);
+      return detail::describe(bias_activation_kernel<std::int32_t, false>, blocks, detail::kThreads,
+                              0, y, bias, total32, cols32);
     }
   } else if (relu) {
-    bias_activation_kernel<std::int64_t, true>
-        <<<blocks, detail::kThreads, 0, stream>>>(y, bias, total, cols);
+    return detail::describe(bias_activation_kernel<std::int64_t, true>, blocks, detail::kThreads, 0,
+                            y, bias, total, cols);
   } else {
-    bias_activation_kernel<std::int64_t, false>
-        <<<blocks, detail::kThreads, 0, stream>>>(y, bias, total, cols);
+    return detail::describe(bias_activation_kernel<std::int64_t, false>, blocks, detail::kThreads,
+                            0, y, bias, total, cols);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace cgr::cuda_kernels

@@ -45,15 +45,15 @@ __global__ void exit_decision_kernel(const float* logits, float* confidence, int
 
 }  // namespace
 
-cudaError_t exit_decision(const float* logits, float* confidence, int* fired, std::int64_t batch,
-                          std::int64_t classes, float threshold, bool set_condition,
-                          cudaGraphConditionalHandle handle, cudaStream_t stream) {
+KernelLaunch describe_exit_decision(const float* logits, float* confidence, int* fired,
+                                    std::int64_t batch, std::int64_t classes, float threshold,
+                                    bool set_condition, cudaGraphConditionalHandle handle) {
   // The decision is always written (an empty batch never fires), so there is no empty launch.
-  if (batch < 0 || (batch > 0 && classes <= 0)) return cudaErrorInvalidValue;
+  if (batch < 0 || (batch > 0 && classes <= 0)) return KernelLaunch::refused(cudaErrorInvalidValue);
   const std::int64_t warps = batch < kMaxWarps ? (batch > 0 ? batch : 1) : kMaxWarps;
-  exit_decision_kernel<<<1, static_cast<unsigned>(warps * kWarpSize), 0, stream>>>(
-      logits, confidence, fired, batch, classes, threshold, set_condition, handle);
-  return cudaGetLastError();
+  return detail::describe(exit_decision_kernel, 1, static_cast<unsigned>(warps * kWarpSize), 0,
+                          logits, confidence, fired, batch, classes, threshold, set_condition,
+                          handle);
 }
 
 }  // namespace cgr::cuda_kernels

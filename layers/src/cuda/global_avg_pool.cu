@@ -27,7 +27,8 @@ __global__ void global_avg_pool_warp_kernel(const float* x, float* y, std::int64
        plane += warps) {
     const float* in = x + plane * plane_size;
     float sum = 0.0f;
-    for (std::int64_t i = lane; i < plane_size; i += kWarpSize) sum += in[i];
+    for (std::int64_t i = lane; i < plane_size; i += kWarpSize)
+      sum += in[i];
     sum = detail::warp_sum(sum);
     if (lane == 0) y[plane] = sum / static_cast<float>(plane_size);
   }
@@ -42,7 +43,8 @@ __global__ void global_avg_pool_block_kernel(const float* x, float* y, std::int6
   for (std::int64_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
     const float* in = x + plane * plane_size;
     float sum = 0.0f;
-    for (std::int64_t i = threadIdx.x; i < plane_size; i += kThreads) sum += in[i];
+    for (std::int64_t i = threadIdx.x; i < plane_size; i += kThreads)
+      sum += in[i];
     sum = detail::warp_sum(sum);
     if (lane == 0) warp_sums[warp] = sum;
     __syncthreads();
@@ -57,18 +59,18 @@ __global__ void global_avg_pool_block_kernel(const float* x, float* y, std::int6
 
 }  // namespace
 
-cudaError_t global_avg_pool(const float* x, float* y, std::int64_t planes,
-                            std::int64_t plane_size, cudaStream_t stream) {
-  if (planes < 0 || plane_size < 0) return cudaErrorInvalidValue;
-  if (planes == 0) return cudaSuccess;
+KernelLaunch describe_global_avg_pool(const float* x, float* y, std::int64_t planes,
+                                      std::int64_t plane_size) {
+  if (planes < 0 || plane_size < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (planes == 0) return KernelLaunch{};
   if (plane_size >= kBlockPerPlaneFrom) {
-    global_avg_pool_block_kernel<<<detail::blocks_for(planes, 1), kThreads, 0, stream>>>(
-        x, y, planes, plane_size);
+    return detail::describe(global_avg_pool_block_kernel, detail::blocks_for(planes, 1), kThreads,
+                            0, x, y, planes, plane_size);
   } else {
-    global_avg_pool_warp_kernel<<<detail::blocks_for(planes, kThreads / kWarpSize), kThreads, 0,
-                                  stream>>>(x, y, planes, plane_size);
+    return detail::describe(global_avg_pool_warp_kernel,
+                            detail::blocks_for(planes, kThreads / kWarpSize), kThreads, 0, x, y,
+                            planes, plane_size);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace cgr::cuda_kernels

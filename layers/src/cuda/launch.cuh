@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "cgr/layers/element_math.hpp"
+#include "kernel_launch.hpp"
 
 namespace cgr::cuda_kernels::detail {
 
@@ -25,6 +27,21 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;
 // Below this every index, and every index plus the largest grid stride, fits an int32.
 constexpr std::int64_t kInt32Limit = std::int64_t{1} << 30;
+
+// Describes kernel<<<grid, block, shared>>>(args...): each argument converted to the kernel's
+// parameter type, as the launch would convert it.
+template <typename... Params, typename... Args>
+KernelLaunch describe(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned shared,
+                      Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "one argument per kernel parameter");
+  KernelLaunch launch;
+  launch.function = reinterpret_cast<const void*>(kernel);
+  launch.grid = grid;
+  launch.block = block;
+  launch.shared_bytes = shared;
+  (launch.push(static_cast<std::decay_t<Params>>(args)), ...);
+  return launch;
+}
 
 inline unsigned blocks_for(std::int64_t work_items, int threads_per_block = kThreads) {
   const std::int64_t blocks = (work_items + threads_per_block - 1) / threads_per_block;

@@ -22,25 +22,25 @@ __global__ void pad2d_kernel(const float* x, float* y, Index total, Index in_h, 
 
 }  // namespace
 
-cudaError_t pad2d(const float* x, float* y, std::int64_t planes, std::int64_t in_h,
-                  std::int64_t in_w, std::int64_t out_h, std::int64_t out_w, std::int64_t top,
-                  std::int64_t left, cudaStream_t stream) {
+KernelLaunch describe_pad2d(const float* x, float* y, std::int64_t planes, std::int64_t in_h,
+                            std::int64_t in_w, std::int64_t out_h, std::int64_t out_w,
+                            std::int64_t top, std::int64_t left) {
   if (detail::any_negative({planes, in_h, in_w, out_h, out_w, top, left})) {
-    return cudaErrorInvalidValue;
+    return KernelLaunch::refused(cudaErrorInvalidValue);
   }
   const std::int64_t total = planes * out_h * out_w;
-  if (total == 0) return cudaSuccess;
+  if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
   if (detail::fits_int32({total, planes * in_h * in_w})) {
     using I = std::int32_t;
-    pad2d_kernel<I><<<blocks, detail::kThreads, 0, stream>>>(
-        x, y, static_cast<I>(total), static_cast<I>(in_h), static_cast<I>(in_w),
-        static_cast<I>(out_h), static_cast<I>(out_w), static_cast<I>(top), static_cast<I>(left));
+    return detail::describe(pad2d_kernel<I>, blocks, detail::kThreads, 0, x, y,
+                            static_cast<I>(total), static_cast<I>(in_h), static_cast<I>(in_w),
+                            static_cast<I>(out_h), static_cast<I>(out_w), static_cast<I>(top),
+                            static_cast<I>(left));
   } else {
-    pad2d_kernel<std::int64_t><<<blocks, detail::kThreads, 0, stream>>>(
-        x, y, total, in_h, in_w, out_h, out_w, top, left);
+    return detail::describe(pad2d_kernel<std::int64_t>, blocks, detail::kThreads, 0, x, y, total,
+                            in_h, in_w, out_h, out_w, top, left);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace cgr::cuda_kernels

@@ -21,8 +21,8 @@ using detail::grid_stride;
 // The geometry in the index type of the launch.
 template <typename Index>
 struct Window {
-  Index planes, in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, pad_top,
-      pad_left, pad_bottom, pad_right, dilation_h, dilation_w;
+  Index planes, in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left,
+      pad_bottom, pad_right, dilation_h, dilation_w;
   bool count_include_pad;
 
   explicit Window(const Pool2dGeometry& g)
@@ -88,54 +88,55 @@ __global__ void avg_pool2d_kernel(const float* x, float* y, Window<Index> g) {
         sum += row[iw];
       }
     }
-    const std::int64_t divisor = g.count_include_pad
-                                     ? wh.padded_length * ww.padded_length
-                                     : (wh.end - wh.begin) * (ww.end - ww.begin);
+    const std::int64_t divisor = g.count_include_pad ? wh.padded_length * ww.padded_length
+                                                     : (wh.end - wh.begin) * (ww.end - ww.begin);
     y[i] = sum / static_cast<float>(divisor);
   }
 }
 
 bool invalid(const Pool2dGeometry& g) {
-  return detail::any_negative({g.planes, g.in_h, g.in_w, g.out_h, g.out_w, g.pad_top,
-                               g.pad_left, g.pad_bottom, g.pad_right}) ||
+  return detail::any_negative({g.planes, g.in_h, g.in_w, g.out_h, g.out_w, g.pad_top, g.pad_left,
+                               g.pad_bottom, g.pad_right}) ||
          g.kernel_h <= 0 || g.kernel_w <= 0 || g.stride_h <= 0 || g.stride_w <= 0 ||
          g.dilation_h <= 0 || g.dilation_w <= 0;
 }
 
-cudaError_t launch_pool(bool max, const float* x, float* y, const Pool2dGeometry& g,
-                        cudaStream_t stream) {
-  if (invalid(g)) return cudaErrorInvalidValue;
+KernelLaunch describe_pool(bool max, const float* x, float* y, const Pool2dGeometry& g) {
+  if (invalid(g)) return KernelLaunch::refused(cudaErrorInvalidValue);
   const std::int64_t total = g.planes * g.out_h * g.out_w;
-  if (total == 0) return cudaSuccess;
+  if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
   if (detail::fits_int32({total, g.planes * g.in_h * g.in_w})) {
     const Window<std::int32_t> w(g);
     if (max) {
-      max_pool2d_kernel<<<blocks, detail::kThreads, 0, stream>>>(x, y, w);
+      return detail::describe(max_pool2d_kernel<std::int32_t>, blocks, detail::kThreads, 0, x, y,
+                              w);
     } else {
-      avg_pool2d_kernel<<<blocks, detail::kThreads, 0, stream>>>(x, y, w);
+      return detail::describe(avg_pool2d_kernel<std::int32_t>, blocks, detail::kThreads, 0, x, y,
+                              w);
     }
   } else {
     const Window<std::int64_t> w(g);
     if (max) {
-      max_pool2d_kernel<<<blocks, detail::kThreads, 0, stream>>>(x, y, w);
+      return detail::describe(max_pool2d_kernel<std::int64_t>, blocks, detail::kThreads, 0, x, y,
+                              w);
     } else {
-      avg_pool2d_kernel<<<blocks, detail::kThreads, 0, stream>>>(x, y, w);
+      return detail::describe(avg_pool2d_kernel<std::int64_t>, blocks, detail::kThreads, 0, x, y,
+                              w);
     }
   }
-  return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t max_pool2d(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream) {
-  return launch_pool(true, x, y, g, stream);
+KernelLaunch describe_max_pool2d(const float* x, float* y, const Pool2dGeometry& g) {
+  return describe_pool(true, x, y, g);
 }
 
-cudaError_t avg_pool2d(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream) {
+KernelLaunch describe_avg_pool2d(const float* x, float* y, const Pool2dGeometry& g) {
   // Average pooling has no dilation (AvgPool2d rejects it too).
-  if (g.dilation_h != 1 || g.dilation_w != 1) return cudaErrorInvalidValue;
-  return launch_pool(false, x, y, g, stream);
+  if (g.dilation_h != 1 || g.dilation_w != 1) return KernelLaunch::refused(cudaErrorInvalidValue);
+  return describe_pool(false, x, y, g);
 }
 
 }  // namespace cgr::cuda_kernels

@@ -52,19 +52,20 @@ __global__ void softmax_thread_rows_kernel(const float* x, float* y, std::int64_
 
 }  // namespace
 
-cudaError_t softmax(const float* x, float* y, std::int64_t outer, std::int64_t length,
-                    std::int64_t inner, cudaStream_t stream) {
-  if (detail::any_negative({outer, length, inner})) return cudaErrorInvalidValue;
+KernelLaunch describe_softmax(const float* x, float* y, std::int64_t outer, std::int64_t length,
+                              std::int64_t inner) {
+  if (detail::any_negative({outer, length, inner}))
+    return KernelLaunch::refused(cudaErrorInvalidValue);
   const std::int64_t rows = outer * inner;
-  if (rows == 0 || length == 0) return cudaSuccess;
+  if (rows == 0 || length == 0) return KernelLaunch{};
   if (length > kWarpSize && inner < kWarpSize) {
-    softmax_warp_rows_kernel<<<detail::blocks_for(rows, kThreads / kWarpSize), kThreads, 0,
-                               stream>>>(x, y, outer, length, inner);
+    return detail::describe(softmax_warp_rows_kernel,
+                            detail::blocks_for(rows, kThreads / kWarpSize), kThreads, 0, x, y,
+                            outer, length, inner);
   } else {
-    softmax_thread_rows_kernel<<<detail::blocks_for(rows), kThreads, 0, stream>>>(
-        x, y, outer, length, inner);
+    return detail::describe(softmax_thread_rows_kernel, detail::blocks_for(rows), kThreads, 0, x, y,
+                            outer, length, inner);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace cgr::cuda_kernels

@@ -32,23 +32,24 @@ __global__ void transpose_kernel(const float* x, float* y, TransposeGeometry g, 
 
 }  // namespace
 
-cudaError_t transpose(const float* x, float* y, const TransposeGeometry& g, cudaStream_t stream) {
-  if (g.rank < 1 || g.rank > kMaxRank) return cudaErrorInvalidValue;
+KernelLaunch describe_transpose(const float* x, float* y, const TransposeGeometry& g) {
+  if (g.rank < 1 || g.rank > kMaxRank) return KernelLaunch::refused(cudaErrorInvalidValue);
   std::int64_t total = 1;
   for (int d = 0; d < g.rank; ++d) {
-    if (g.out_dims[d] < 0 || g.source_strides[d] < 0) return cudaErrorInvalidValue;
+    if (g.out_dims[d] < 0 || g.source_strides[d] < 0)
+      return KernelLaunch::refused(cudaErrorInvalidValue);
     total *= g.out_dims[d];
   }
-  if (total == 0) return cudaSuccess;
+  if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
   // A permutation reads as many floats as it writes, so `total` bounds the source index too.
   if (detail::fits_int32({total})) {
-    transpose_kernel<std::int32_t>
-        <<<blocks, detail::kThreads, 0, stream>>>(x, y, g, static_cast<std::int32_t>(total));
+    return detail::describe(transpose_kernel<std::int32_t>, blocks, detail::kThreads, 0, x, y, g,
+                            static_cast<std::int32_t>(total));
   } else {
-    transpose_kernel<std::int64_t><<<blocks, detail::kThreads, 0, stream>>>(x, y, g, total);
+    return detail::describe(transpose_kernel<std::int64_t>, blocks, detail::kThreads, 0, x, y, g,
+                            total);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace cgr::cuda_kernels

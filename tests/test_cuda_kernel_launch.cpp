@@ -1,0 +1,104 @@
+// The launch descriptions of cgr's CUDA kernels, checked on the CPU (no device needed): the
+// function, grid, block and argument values the executor launches or adds as a kernel node.
+// Only in builds with CUDA.
+#include <doctest/doctest.h>
+
+#if defined(CGR_HAVE_CUDA)
+
+#include <cstdint>
+
+#include "cuda/kernels.hpp"
+
+using namespace cgr::cuda_kernels;
+
+TEST_CASE("kernel launch descriptions: grid, block and arguments as the kernel takes them") {
+  float* x = reinterpret_cast<float*>(std::uintptr_t{0x1000});
+  float* y = reinterpret_cast<float*>(std::uintptr_t{0x2000});
+
+  const KernelLaunch relu = describe_relu(x, y, 1000);
+  REQUIRE(relu.status == cudaSuccess);
+  CHECK_FALSE(relu.empty());
+  CHECK(relu.grid.x == 4);  // 1000 elements, 256 threads per block
+  CHECK(relu.block.x == 256);
+  CHECK(relu.shared_bytes == 0);
+  REQUIRE(relu.argument_count() == 3);
+  CHECK(relu.argument<const float*>(0) == x);
+  CHECK(relu.argument<float*>(1) == y);
+  CHECK(relu.argument<std::int64_t>(2) == 1000);
+  // The pointers handed to cudaLaunchKernel / kernel node parameters point at those values.
+  const auto pointers = relu.argument_pointers();
+  CHECK(*static_cast<std::int64_t*>(pointers[2]) == 1000);
+
+  // A grid-stride kernel caps its grid: 2^40 elements still take 2^20 blocks.
+  CHECK(describe_relu(x, y, std::int64_t{1} << 40).grid.x == (1u << 20));
+
+  // Mixed argument types keep their alignment: floats after pointers and an int64.
+  const KernelLaunch clip = describe_clip(x, y, 7, -0.5f, 0.25f);
+  REQUIRE(clip.argument_count() == 5);
+  CHECK(clip.argument<float>(3) == -0.5f);
+  CHECK(clip.argument<float>(4) == 0.25f);
+
+  // Different kernels for different template choices.
+  CHECK(describe_add(x, x, y, 10, true).function != describe_add(x, x, y, 10, false).function);
+  CHECK(describe_relu(x, y, 10).function != describe_clip(x, y, 10, 0, 1).function);
+}
+
+TEST_CASE("kernel launch descriptions: empty work describes nothing, bad sizes are refused") {
+  float* x = reinterpret_cast<float*>(std::uintptr_t{0x1000});
+  const KernelLaunch none = describe_relu(x, x, 0);
+  CHECK(none.empty());
+  CHECK(none.status == cudaSuccess);
+  CHECK(launch(none, nullptr) == cudaSuccess);  // launches nothing, needs no device
+  const KernelLaunch negative = describe_relu(x, x, -1);
+  CHECK(negative.status == cudaErrorInvalidValue);
+  CHECK(launch(negative, nullptr) == cudaErrorInvalidValue);
+  CHECK(describe_concat_part(x, x, 2, 5, 8, 4).status == cudaErrorInvalidValue);  // 4 + 5 > 8
+  Pool2dGeometry dilated{1, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, true};
+  CHECK(describe_max_pool2d(x, x, dilated).status == cudaSuccess);
+  CHECK(describe_avg_pool2d(x, x, dilated).status == cudaErrorInvalidValue);  // no dilation
+}
+
+TEST_CASE("kernel launch descriptions: struct arguments and the exit decision's handle") {
+  float* x = reinterpret_cast<float*>(std::uintptr_t{0x1000});
+  TransposeGeometry g{};
+  g.rank = 4;
+  const std::int64_t dims[4] = {2, 11, 13, 8}, strides[4] = {1144, 13, 1, 143};
+  for (int d = 0; d < 4; ++d) {
+    g.out_dims[d] = dims[d];
+    g.source_strides[d] = strides[d];
+  }
+  const KernelLaunch t = describe_transpose(x, x, g);
+  REQUIRE(t.status == cudaSuccess);
+  REQUIRE(t.argument_count() == 4);
+  const auto copy = t.argument<TransposeGeometry>(2);
+  CHECK(copy.rank == 4);
+  CHECK(copy.out_dims[3] == 8);
+  CHECK(copy.source_strides[0] == 1144);
+  CHECK(t.argument<std::int32_t>(3) == 2 * 11 * 13 * 8);  // the 32-bit index kernel
+
+  int* fired = reinterpret_cast<int*>(std::uintptr_t{0x3000});
+  const cudaGraphConditionalHandle handle = 0x1234'5678'9abcULL;
+  const KernelLaunch decision = describe_exit_decision(x, x, fired, 3, 1000, 0.9f, true, handle);
+  REQUIRE(decision.status == cudaSuccess);
+  CHECK(decision.grid.x == 1);        // one block decides
+  CHECK(decision.block.x == 3 * 32);  // a warp per sample
+  REQUIRE(decision.argument_count() == 8);
+  CHECK(decision.argument<int*>(2) == fired);
+  CHECK(decision.argument<float>(5) == 0.9f);
+  CHECK(decision.argument<bool>(6));
+  CHECK(decision.argument<cudaGraphConditionalHandle>(7) == handle);
+}
+
+TEST_CASE("kernel launch descriptions: too many argument bytes are refused, not overrun") {
+  KernelLaunch launch;
+  struct Big {
+    unsigned char bytes[200];
+  };
+  launch.push(Big{});
+  CHECK(launch.status == cudaSuccess);
+  launch.push(Big{});  // 400 bytes > the 384 the description holds
+  CHECK(launch.status == cudaErrorInvalidValue);
+  CHECK(launch.argument_count() == 1);
+}
+
+#endif  // CGR_HAVE_CUDA

@@ -153,6 +153,26 @@ TEST_CASE("CUDA dag: the two branches have no path between them in the real cuda
       CHECK_FALSE(ancestors_of(b).contains(a));
     }
   }
+  // cgr's own kernels are kernel nodes added one per launch: the concat is two sibling nodes
+  // (one per input), each after both branches.
+  std::vector<cudaGraphNode_t> cat;
+  for (cudaGraphNode_t node : nodes) {
+    if (owner[node] == "cat") cat.push_back(node);
+  }
+  REQUIRE(cat.size() == 2);
+  for (cudaGraphNode_t node : cat) {
+    cudaGraphNodeType type{};
+    CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    CHECK(type == cudaGraphNodeTypeKernel);
+    CHECK_FALSE(ancestors_of(node).contains(cat[0] == node ? cat[1] : cat[0]));
+    bool after_conv3 = false, after_conv6 = false;
+    for (cudaGraphNode_t up : ancestors_of(node)) {
+      after_conv3 |= starts(owner[up], {"conv3"});
+      after_conv6 |= starts(owner[up], {"conv6"});
+    }
+    CHECK(after_conv3);
+    CHECK(after_conv6);
+  }
   // Within a branch the chain is there: conv3's nodes come after conv1's.
   for (cudaGraphNode_t node : group1) {
     if (starts(owner[node], {"conv3"})) {

@@ -2,9 +2,10 @@
 // library handles, stream, and the instantiated graphs it replays.
 //
 // Modes (EngineOptions::mode):
-//   dag           an explicitly built cudaGraph_t: each op is captured into the graph with
-//                 cudaStreamBeginCaptureToGraph against exactly its dependency nodes, so the
-//                 edges are the IR's reduced edges. With ExitPolicy::early, what exit k gates
+//   dag           an explicitly built cudaGraph_t following cgr::CudaGraphPlan: cgr's kernels
+//                 are added as kernel nodes (cudaGraphAddNode), library and user work is
+//                 captured into the graph with cudaStreamBeginCaptureToGraph, each against
+//                 exactly its dependency nodes, so the edges are the IR's reduced edges. With ExitPolicy::early, what exit k gates
 //                 sits in the body of a conditional IF node that exit k's decision kernel sets
 //                 (nested per exit): no host synchronisation before the final copy-out.
 //   stream-graph  the ops in topological order, each node after the one before it: the

@@ -105,7 +105,10 @@ Metrics
   build            time of Engine::build (binding, folding, packing, planning)
   instantiate      time of Engine::create_context (arena; cuda: graph build, instantiation
                    and one warm-up run)
-  cuda graph nodes nodes of the instantiated CUDA graph (cuda graph modes)
+  cuda graph       nodes and edges of the CUDA graph the context instantiated (conditional
+                   bodies included) against Engine::cuda_graph_plan: "as planned" when every
+                   real edge between planned nodes is a planned one and back, and the counts
+                   are as predicted (cuda graph modes)
   ops executed     ops the last run executed (early exits skip some)
 
 Exit status: 0 success, 1 the model or an input failed to load or run, 2 bad arguments.

@@ -98,7 +98,7 @@ ModeRun make_mode_run(const Network& net, const Weights& weights, const EngineOp
   run.has_enqueue = true;
   run.has_gpu = options.device == Device::cuda;
   if (run.has_gpu && options.mode != Mode::eager) {
-    run.cuda_graph_nodes = run.context.cuda_graph_report().nodes;
+    run.cuda_graph = run.context.cuda_graph_report();
   }
   fill_inputs(run.context, inputs);
   return run;

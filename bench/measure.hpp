@@ -33,7 +33,7 @@ struct ModeRun {
   ExecutionContext context;
   double build_ms = 0;        // Engine::build
   double instantiate_ms = 0;  // Engine::create_context
-  std::optional<std::size_t> cuda_graph_nodes;
+  std::optional<CudaGraphReport> cuda_graph;  // graph modes on cuda: the graph against its plan
   bool has_enqueue = false;  // separate host enqueue times (cuda graph modes)
   bool has_gpu = false;      // GPU compute times (cuda graph modes)
   std::vector<double> latency_ms, enqueue_ms, gpu_ms;  // per timed iteration

@@ -109,11 +109,18 @@ void print_graph_facts(const std::vector<ModeRun>& runs) {
   for (const auto& run : runs) {
     times += fmt::format("  {} {:.2f} / {:.2f} ms", to_string(run.mode), run.build_ms,
                          run.instantiate_ms);
-    if (run.cuda_graph_nodes)
-      nodes += fmt::format("  {} {}", to_string(run.mode), *run.cuda_graph_nodes);
+    if (run.cuda_graph) {
+      const CudaGraphReport& g = *run.cuda_graph;
+      nodes += fmt::format("\n  {:<13}{} nodes, {} edges, {} conditional; plan {} nodes, {} edges: {}",
+                           to_string(run.mode), g.nodes, g.edges, g.conditional_nodes, g.planned_nodes,
+                           g.planned_edges,
+                           g.mismatches.empty() ? "as planned"
+                                                : fmt::format("{} MISMATCHES, first: {}", g.mismatches.size(),
+                                                              g.mismatches.front()));
+    }
   }
   fmt::print("build / inst.{}\n", times);
-  if (!nodes.empty()) fmt::print("graph nodes  {}\n", nodes);
+  if (!nodes.empty()) fmt::print("cuda graph{}\n", nodes);
 }
 
 void print_performance(const std::vector<ModeRun>& runs, const Options& options,
@@ -286,7 +293,13 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
         {"mode", to_string(run.mode)},
         {"build_ms", run.build_ms},
         {"instantiate_ms", run.instantiate_ms},
-        {"cuda_graph_nodes", run.cuda_graph_nodes ? json(*run.cuda_graph_nodes) : json(nullptr)},
+        {"cuda_graph", run.cuda_graph ? json{{"nodes", run.cuda_graph->nodes},
+                                             {"edges", run.cuda_graph->edges},
+                                             {"conditional_nodes", run.cuda_graph->conditional_nodes},
+                                             {"planned_nodes", run.cuda_graph->planned_nodes},
+                                             {"planned_edges", run.cuda_graph->planned_edges},
+                                             {"mismatches", run.cuda_graph->mismatches}}
+                                      : json(nullptr)},
         {"iterations", latency.count},
         {"latency_ms", stats_json(latency)},
         {"throughput_per_s", throughput(run)},

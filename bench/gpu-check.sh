@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU check for a machine with an NVIDIA H200 (sm_90): build, GPU test cases, compute-sanitizer
-# memcheck and racecheck on a small dag model, and the three CUDA modes timed on the
-# two-branch net and ResNet-18 (and the exit policies on ResNet-18 with exits). Logs and a
-# summary go to $OUT (or build/gpu-check). Budget: well under 8 minutes.
+# memcheck and racecheck on a small dag model, the three CUDA modes timed side by side on every
+# built-in model (the exit policies on ResNet-18 with exits), each graph checked against its
+# plan, and CUPTI timelines of one inference. Logs and a summary go to $OUT (or
+# build/gpu-check). Budget: well under 8 minutes.
 #
 # The GPU machine has nvcc, CMake and ninja but not Debian's fmt/doctest/nlohmann packages,
 # so their headers travel with the call (fmt in header-only mode), and the ONNX importer,
@@ -90,7 +91,7 @@ for m in "two-branch --mode dag" "resnet18-exits --mode dag --exits all" "incept
 done
 grep -E "^timeline" "$out/timing.log" | tee -a "$summary"
 # One screen: model, then each mode's median and its ratio to dag.
-grep -E "^model|^  (dag|stream-graph|eager) +[0-9]|ops executed|eager/dag|^ +[0-9]+ +[0-9.]+ +[0-9.]+" "$out/timing.log" | tee -a "$summary"
+grep -E "^model|^  (dag|stream-graph|eager) +[0-9]|as planned|MISMATCHES|ops executed|eager/dag|^ +[0-9]+ +[0-9.]+ +[0-9.]+" "$out/timing.log" | tee -a "$summary"
 (cd "$out" && tar czf bench-json.tgz json && rm -rf json)
 
 note "== done in $((SECONDS - start)) s"

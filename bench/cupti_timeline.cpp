@@ -48,6 +48,7 @@ struct Collector {
   std::mutex mutex;
   std::vector<DeviceActivity> activity;
   std::map<std::uint64_t, std::uint64_t> clone_of;  // instantiated node id -> template node id
+  std::size_t dropped = 0;                          // records CUPTI could not store
   std::string error;                                // first failure inside a callback
 };
 Collector& collector() {
@@ -76,7 +77,8 @@ const char* copy_direction(std::uint8_t kind) {
   }
 }
 
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
+                               size_t valid) {
   std::vector<DeviceActivity> parsed;
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
@@ -107,9 +109,12 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     parsed.push_back(std::move(a));
   }
   std::free(buffer);
+  std::size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) != CUPTI_SUCCESS) dropped = 0;
   Collector& c = collector();
   const std::lock_guard lock(c.mutex);
   c.activity.insert(c.activity.end(), parsed.begin(), parsed.end());
+  c.dropped += dropped;
 }
 
 void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
@@ -118,10 +123,12 @@ void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
   std::uint64_t clone = 0, original = 0;
+  // The ids first, the lock after: CUPTI may call back on this thread from inside its calls.
+  const bool ok = cuptiGetGraphNodeId(graph->node, &clone) == CUPTI_SUCCESS &&
+                  cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS;
   Collector& c = collector();
   const std::lock_guard lock(c.mutex);
-  if (cuptiGetGraphNodeId(graph->node, &clone) != CUPTI_SUCCESS ||
-      cuptiGetGraphNodeId(graph->originalNode, &original) != CUPTI_SUCCESS) {
+  if (!ok) {
     if (c.error.empty()) c.error = "cuptiGetGraphNodeId failed in the GRAPHNODE_CLONED callback";
     return;
   }
@@ -162,9 +169,17 @@ class Tracing {
       const std::lock_guard lock(c.mutex);
       c.activity.clear();
       c.clone_of.clear();
+      c.dropped = 0;
       c.error.clear();
     }
-    CGR_CUPTI_CHECK(cuptiSubscribe(&subscriber_, on_resource, nullptr));
+    if (const CUptiResult status = cuptiSubscribe(&subscriber_, on_resource, nullptr);
+        status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      fail(
+          "CUPTI is in use by another tool (a profiler or debugger attached to this process); "
+          "--timeline needs it alone");
+    } else if (status != CUPTI_SUCCESS) {
+      throw_cupti_error(status, "cuptiSubscribe", __FILE__, __LINE__);
+    }
     try {
       CGR_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
                                           CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
@@ -187,6 +202,9 @@ class Tracing {
     Collector& c = collector();
     const std::lock_guard lock(c.mutex);
     if (!c.error.empty()) fail("CUPTI: {}", c.error);
+    if (c.dropped > 0)
+      fail("CUPTI dropped {} activity records (buffers full): the timeline would be incomplete",
+           c.dropped);
     return std::exchange(c.activity, {});
   }
 
@@ -248,6 +266,7 @@ std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const Input
   for (const auto& a : activity)
     origin = std::min(origin, a.start_ns);
   std::vector<OpSpan> spans;
+  std::size_t unmapped = 0;  // graph work whose node could not be traced back to its op
   for (const DeviceActivity& a : activity) {
     OpSpan span;
     const std::string what =
@@ -259,7 +278,11 @@ std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const Input
         if (const auto clone = clone_of.find(a.graph_node); clone != clone_of.end())
           it = owner_of_template.find(clone->second);
       }
-      if (it != owner_of_template.end()) owner = it->second;
+      if (it != owner_of_template.end()) {
+        owner = it->second;
+      } else {
+        ++unmapped;
+      }
     }
     span.op = owner.empty() ? what : owner;
     span.kind = what;
@@ -271,6 +294,13 @@ std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const Input
     span.start_ms = static_cast<double>(a.start_ns - origin) * 1e-6;
     span.end_ms = static_cast<double>(std::max(a.end_ns, a.start_ns) - origin) * 1e-6;
     spans.push_back(std::move(span));
+  }
+  if (unmapped > 0) {
+    fmt::print(
+        stderr,
+        "cgr-bench: {} of {} device activities ran from graph nodes CUPTI's clone records do "
+        "not trace back to an op; their bars carry the kernel's name\n",
+        unmapped, activity.size());
   }
   std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
     return a.start_ms < b.start_ms || (a.start_ms == b.start_ms && a.end_ms < b.end_ms);

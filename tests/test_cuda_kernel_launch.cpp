@@ -22,6 +22,8 @@ TEST_CASE("kernel launch descriptions: grid, block and arguments as the kernel t
   CHECK(relu.block.x == 256);
   CHECK(relu.shared_bytes == 0);
   REQUIRE(relu.argument_count() == 3);
+  CHECK(relu.argument_size(0) == sizeof(const float*));
+  CHECK(relu.argument_size(2) == sizeof(std::int64_t));
   CHECK(relu.argument<const float*>(0) == x);
   CHECK(relu.argument<float*>(1) == y);
   CHECK(relu.argument<std::int64_t>(2) == 1000);
@@ -70,6 +72,8 @@ TEST_CASE("kernel launch descriptions: struct arguments and the exit decision's 
   const KernelLaunch t = describe_transpose(x, x, g);
   REQUIRE(t.status == cudaSuccess);
   REQUIRE(t.argument_count() == 4);
+  REQUIRE(t.argument_size(2) == sizeof(TransposeGeometry));
+  REQUIRE(t.argument_size(3) == sizeof(std::int32_t));
   const auto copy = t.argument<TransposeGeometry>(2);
   CHECK(copy.rank == 4);
   CHECK(copy.out_dims[3] == 8);
@@ -83,6 +87,8 @@ TEST_CASE("kernel launch descriptions: struct arguments and the exit decision's 
   CHECK(decision.grid.x == 1);        // one block decides
   CHECK(decision.block.x == 3 * 32);  // a warp per sample
   REQUIRE(decision.argument_count() == 8);
+  CHECK(decision.argument_size(6) == sizeof(bool));
+  CHECK(decision.argument_size(7) == sizeof(cudaGraphConditionalHandle));
   CHECK(decision.argument<int*>(2) == fired);
   CHECK(decision.argument<float>(5) == 0.9f);
   CHECK(decision.argument<bool>(6));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -613,10 +614,22 @@ GraphReport CudaContext::graph_report() {
       }
     }
   }
+  // A planned node whose work was empty (no real node) passes its dependencies through: its
+  // dependents wait for those instead.
+  std::function<void(int, std::set<int>&)> real_dependencies = [&](int a, std::set<int>& out) {
+    if (!built.segments[static_cast<std::size_t>(a)].nodes.empty()) {
+      out.insert(a);
+      return;
+    }
+    for (int d : plan.nodes[static_cast<std::size_t>(a)].dependencies) real_dependencies(d, out);
+  };
   std::set<std::pair<int, int>> expected_segment_edges;
   for (std::size_t b = 0; b < plan.nodes.size(); ++b) {
+    if (built.segments[b].nodes.empty()) continue;
     std::set<cudaGraphNode_t> tails;
-    for (int a : plan.nodes[b].dependencies) {
+    std::set<int> deps;
+    for (int a : plan.nodes[b].dependencies) real_dependencies(a, deps);
+    for (int a : deps) {
       expected_segment_edges.insert({a, static_cast<int>(b)});
       tails.insert(built.segments[static_cast<std::size_t>(a)].tails.begin(), built.segments[static_cast<std::size_t>(a)].tails.end());
     }

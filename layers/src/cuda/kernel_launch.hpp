@@ -48,11 +48,15 @@ class KernelLaunch {
       return;
     }
     std::memcpy(storage_ + offset, &value, sizeof(T));
+    sizes_[static_cast<std::size_t>(count_)] = static_cast<std::uint16_t>(sizeof(T));
     offsets_[static_cast<std::size_t>(count_++)] = static_cast<std::uint16_t>(offset);
     used_ = offset + sizeof(T);
   }
 
-  // The argument value at index `i`, read back (tests).
+  // Bytes of the argument at index `i` (the size of the kernel's parameter type).
+  std::size_t argument_size(int i) const { return sizes_[static_cast<std::size_t>(i)]; }
+
+  // The argument value at index `i`, read back (tests; check argument_size first).
   template <typename T>
   T argument(int i) const {
     T value;
@@ -74,6 +78,7 @@ class KernelLaunch {
  private:
   alignas(16) unsigned char storage_[kStorageBytes] = {};
   std::array<std::uint16_t, kMaxArguments> offsets_{};
+  std::array<std::uint16_t, kMaxArguments> sizes_{};
   int count_ = 0;
   std::size_t used_ = 0;
 };

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 
 #include "cgr/layers/element_math.hpp"
 #include "kernel_launch.hpp"
@@ -28,6 +29,12 @@ constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;
 // Below this every index, and every index plus the largest grid stride, fits an int32.
 constexpr std::int64_t kInt32Limit = std::int64_t{1} << 30;
 
+// The conversions a call (and <<<>>>) would make, and no others: no explicit constructors.
+template <typename T>
+T implicitly(std::type_identity_t<T> value) {
+  return value;
+}
+
 // Describes kernel<<<grid, block, shared>>>(args...): each argument converted to the kernel's
 // parameter type, as the launch would convert it.
 template <typename... Params, typename... Args>
@@ -39,7 +46,7 @@ KernelLaunch describe(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned
   launch.grid = grid;
   launch.block = block;
   launch.shared_bytes = shared;
-  (launch.push(static_cast<std::decay_t<Params>>(args)), ...);
+  (launch.push(implicitly<std::decay_t<Params>>(std::forward<Args>(args))), ...);
   return launch;
 }
 

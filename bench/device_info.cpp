@@ -43,19 +43,6 @@ std::string cuda_version(int version) {
 
 }  // namespace
 
-std::string cuda_unavailable_reason() {
-  // The engine's own check, through the public API: a one-op network built for cuda (one real
-  // op, so that a usable device is not mistaken for a missing one by an empty-graph case).
-  try {
-    Network probe;
-    probe.output("y", probe.relu(probe.input("x", {1, 1, 1, 1}), "relu"));
-    (void)Engine::build(probe, {}, {.device = Device::cuda});
-    return {};
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
 DeviceInfo describe_device(Device device, int threads) {
   DeviceInfo info;
   info.device = device;

@@ -21,8 +21,6 @@ struct DeviceInfo {
   std::string compute_capability, driver_version, runtime_version;  // cuda: "9.0", "12.4"
 };
 
-// Empty when the CUDA executor can run here; else why not ("no CUDA device: ...").
-std::string cuda_unavailable_reason();
 
 DeviceInfo describe_device(Device device, int threads);
 

@@ -206,6 +206,8 @@ void Engine::dump_cuda_graph_dot(const std::string& path) const {
   create_context().dump_cuda_graph_dot(path);
 }
 
+std::string cuda_unavailable_reason() { return detail::cuda_unavailable_reason(); }
+
 CudaGraphPlan Engine::cuda_graph_plan(Mode mode, bool with_copies) const {
   return detail::plan_cuda_graph(*impl_, mode, with_copies);
 }

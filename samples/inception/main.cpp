@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/device.hpp"
 #include "common/mode_comparison.hpp"
 #include "models/inception.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 
 int main(int argc, char** argv) {
   cgr::samples::ModeComparison options;
-  std::string device = "cpu";
+  std::string device;  // no --device: the GPU when there is one
   std::int64_t size = 28;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    options.device = cgr::parse_device(device);
+    options.device = cgr::samples::choose_device(device);
     cgr::samples::compare_modes(cgr::models::inception_module(192, size), "inception3a (192 x " +
                                 std::to_string(size) + " x " + std::to_string(size) + ")", options);
   } catch (const cgr::Error& e) {

@@ -15,6 +15,7 @@
 #include <cgr/engine.hpp>
 #include <fmt/format.h>
 
+#include "common/device.hpp"
 #include "common/timing.hpp"
 #include "models/random_weights.hpp"
 #include "models/resnet18.hpp"
@@ -61,19 +62,7 @@ Options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   try {
-    cgr::Device device = cgr::Device::cpu;
-    if (o.device.empty()) {
-      try {
-        cgr::Network probe;
-        probe.output("x", probe.input("x", {1}));
-        (void)cgr::Engine::build(probe, {}, {.device = cgr::Device::cuda});
-        device = cgr::Device::cuda;
-      } catch (const cgr::Error& e) {
-        fmt::print("GPU not used ({}); running on the CPU executor.\n", e.what());
-      }
-    } else {
-      device = cgr::parse_device(o.device);
-    }
+    const cgr::Device device = cgr::samples::choose_device(o.device);
 
     const cgr::Network net = cgr::models::resnet18(1, o.size);
     const cgr::Weights weights = cgr::models::random_weights(net, 18);

@@ -17,6 +17,7 @@
 #include <cgr/npy.hpp>
 #include <fmt/format.h>
 
+#include "common/device.hpp"
 #include "common/timing.hpp"
 #include "models/random_weights.hpp"
 #include "models/resnet18_exits.hpp"
@@ -77,25 +78,12 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-cgr::Device choose_device(const std::string& requested) {
-  if (!requested.empty()) return cgr::parse_device(requested);
-  try {
-    cgr::Network probe;
-    probe.output("x", probe.input("x", {1}));
-    (void)cgr::Engine::build(probe, {}, {.device = cgr::Device::cuda});
-    return cgr::Device::cuda;
-  } catch (const cgr::Error& e) {
-    fmt::print("GPU not used ({}); running on the CPU executor.\n", e.what());
-    return cgr::Device::cpu;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   try {
-    const cgr::Device device = choose_device(o.device);
+    const cgr::Device device = cgr::samples::choose_device(o.device);
     cgr::Weights weights;
     std::int64_t classes = o.classes;
     if (!o.weights.empty()) {

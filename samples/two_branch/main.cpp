@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/device.hpp"
 #include "common/mode_comparison.hpp"
 #include "models/two_branch.hpp"
 
@@ -25,7 +26,7 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device_name = "cpu", dot_path;
+  std::string device_name, dot_path;  // no --device: the GPU when there is one
   cgr::models::TwoBranchOptions model;
   int threads = 0, iterations = 50;
   for (int i = 1; i < argc; ++i) {
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    cgr::samples::ModeComparison options{cgr::parse_device(device_name), threads, iterations, dot_path};
+    cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name), threads, iterations,
+                                         dot_path};
     const std::string title = "two-branch (1x" + std::to_string(model.channels) + "x" +
                               std::to_string(model.size) + "x" + std::to_string(model.size) +
                               ", " + std::to_string(model.width) + " channels per conv)";

@@ -42,6 +42,10 @@ std::string_view to_string(Mode mode);
 Device parse_device(std::string_view text);  // "cpu" | "cuda"; Error otherwise
 Mode parse_mode(std::string_view text);      // "dag" | "eager" | "stream-graph"; Error otherwise
 
+// Empty when Device::cuda can be used here (a CUDA build and a usable device); otherwise why
+// not, as "no CUDA device: ...". Checked once per process.
+std::string cuda_unavailable_reason();
+
 struct EngineOptions {
   Device device = Device::cpu;
   Mode mode = Mode::dag;

@@ -18,9 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "../../layers/src/cuda/kernels.hpp"
 #include "../test_support.hpp"
 #include "cgr/layers/element_math.hpp"
+#include "cuda/gpu_ops.hpp"
+#include "cuda/kernels.hpp"
 #include "cuda_check.hpp"
 #include "cuda_device.hpp"
 
@@ -344,28 +345,6 @@ struct PoolCase {
   cgr::Pool2dParams params;
 };
 
-kernels::Pool2dGeometry pool_geometry(const Shape& in, const Shape& out,
-                                      const cgr::Pool2dParams& p) {
-  kernels::Pool2dGeometry g{};
-  g.planes = in[0] * in[1];
-  g.in_h = in[2];
-  g.in_w = in[3];
-  g.out_h = out[2];
-  g.out_w = out[3];
-  g.kernel_h = p.kernel.h;
-  g.kernel_w = p.kernel.w;
-  g.stride_h = p.stride.h == 0 ? p.kernel.h : p.stride.h;
-  g.stride_w = p.stride.w == 0 ? p.kernel.w : p.stride.w;
-  g.pad_top = p.padding.top;
-  g.pad_left = p.padding.left;
-  g.pad_bottom = p.padding.bottom;
-  g.pad_right = p.padding.right;
-  g.dilation_h = p.dilation.h;
-  g.dilation_w = p.dilation.w;
-  g.count_include_pad = p.count_include_pad;
-  return g;
-}
-
 // Window geometries both pools share (dilation 1).
 std::vector<PoolCase> common_pool_cases() {
   return {
@@ -404,7 +383,7 @@ TEST_CASE("GPU max pooling matches MaxPool2d on the CPU, NaN and padding include
     const DeviceArray<float> dx(x);
     DeviceArray<float> dy(cpu.values.size());
     dy.poison();
-    finish(kernels::max_pool2d(dx.get(), dy.get(), pool_geometry(c.shape, cpu.shape, c.params),
+    finish(kernels::max_pool2d(dx.get(), dy.get(), cgr::cuda::pool2d_geometry(c.shape, cpu.shape, c.params),
                                stream),
            stream);
     check_matches(dy.download(), cpu.values, 0.0);
@@ -429,7 +408,7 @@ TEST_CASE("GPU average pooling matches AvgPool2d on the CPU, count_include_pad b
       const DeviceArray<float> dx(x);
       DeviceArray<float> dy(cpu.values.size());
       dy.poison();
-      finish(kernels::avg_pool2d(dx.get(), dy.get(), pool_geometry(c.shape, cpu.shape, c.params),
+      finish(kernels::avg_pool2d(dx.get(), dy.get(), cgr::cuda::pool2d_geometry(c.shape, cpu.shape, c.params),
                                  stream),
              stream);
       // Same taps in the same order and the same division: expected bit for bit; 1e-6 leaves
@@ -437,7 +416,7 @@ TEST_CASE("GPU average pooling matches AvgPool2d on the CPU, count_include_pad b
       check_matches(dy.download(), cpu.values, 1e-6);
     }
   }
-  kernels::Pool2dGeometry dilated = pool_geometry(Shape{1, 1, 4, 4}, Shape{1, 1, 2, 2}, {.kernel = 2});
+  kernels::Pool2dGeometry dilated = cgr::cuda::pool2d_geometry(Shape{1, 1, 4, 4}, Shape{1, 1, 2, 2}, {.kernel = 2});
   dilated.dilation_h = 2;
   CHECK(kernels::avg_pool2d(nullptr, nullptr, dilated, stream) == cudaErrorInvalidValue);
 }

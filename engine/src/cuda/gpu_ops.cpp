@@ -112,6 +112,25 @@ std::vector<float> to_vector(std::span<const float> values) { return {values.beg
 
 }  // namespace
 
+cuda_kernels::Pool2dGeometry pool2d_geometry(const Shape& in, const Shape& out, const Pool2dParams& p) {
+  return {in[0] * in[1],
+          in[2],
+          in[3],
+          out[2],
+          out[3],
+          p.kernel.h,
+          p.kernel.w,
+          p.stride.h == 0 ? p.kernel.h : p.stride.h,
+          p.stride.w == 0 ? p.kernel.w : p.stride.w,
+          p.padding.top,
+          p.padding.left,
+          p.padding.bottom,
+          p.padding.right,
+          p.dilation.h,
+          p.dilation.w,
+          p.count_include_pad};
+}
+
 std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOptions& options) {
   const Layer& layer = *op.layer;
   const Shape& in = layer.inputs()[0].shape;
@@ -166,10 +185,7 @@ std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOp
   if (max_pool || dynamic_cast<const AvgPool2d*>(&layer) != nullptr) {
     const Pool2dParams p = max_pool ? dynamic_cast<const MaxPool2d&>(layer).params()
                                     : dynamic_cast<const AvgPool2d&>(layer).params();
-    cuda_kernels::Pool2dGeometry g{in[0] * in[1], in[2], in[3], out[2], out[3], p.kernel.h,
-                                   p.kernel.w, p.stride.h, p.stride.w, p.padding.top,
-                                   p.padding.left, p.padding.bottom, p.padding.right,
-                                   p.dilation.h, p.dilation.w, p.count_include_pad};
+    const cuda_kernels::Pool2dGeometry g = pool2d_geometry(in, out, p);
     if (max_pool) {
       return kernel_op([g](const GpuBuffers& b) { return cuda_kernels::describe_max_pool2d(b.inputs[0], b.output, g); });
     }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cuda/gpu_op.hpp"
+#include "cuda/kernels.hpp"
 #include "engine_impl.hpp"
 
 namespace cgr::cuda {
@@ -16,6 +17,10 @@ struct GpuBuildOptions {
 };
 
 std::shared_ptr<GpuOp> make_gpu_op(const detail::LoweredOp& op, const GpuBuildOptions& options);
+
+// The pooling kernels' geometry for a pool from NCHW `in` to `out` with PyTorch's window
+// arguments (stride 0: the kernel size).
+cuda_kernels::Pool2dGeometry pool2d_geometry(const Shape& in, const Shape& out, const Pool2dParams& p);
 
 }  // namespace cgr::cuda
 

@@ -78,13 +78,21 @@ struct CudaContext::State {
     return op.gpu->kernel_launches(buffers_of(index));
   }
 
+  // Per op, described once when the context is made (its buffers never move): the kernel
+  // launches eager mode and stream captures replay, decisions without a condition to set.
+  std::vector<std::optional<std::vector<cuda_kernels::KernelLaunch>>> described_launches;
+
   // Enqueues one op on `s` (eager, or under a capture).
   void enqueue_op(int index, cudaStream_t s, bool set_condition, cudaGraphConditionalHandle handle) const {
-    if (const auto launches = kernel_launches(index, set_condition, handle)) {
-      for (const auto& launch : *launches) CGR_CUDA_CHECK(cuda_kernels::launch(launch, s));
-      return;
+    const auto& described = described_launches[static_cast<std::size_t>(index)];
+    if (set_condition) {
+      const auto decision = kernel_launches(index, true, handle);  // a decision: always kernels
+      for (const auto& launch : *decision) CGR_CUDA_CHECK(cuda_kernels::launch(launch, s));
+    } else if (described) {
+      for (const auto& launch : *described) CGR_CUDA_CHECK(cuda_kernels::launch(launch, s));
+    } else {
+      impl().ops[static_cast<std::size_t>(index)].gpu->enqueue(s, buffers_of(index), handles());
     }
-    impl().ops[static_cast<std::size_t>(index)].gpu->enqueue(s, buffers_of(index), handles());
   }
 
   void copy_inputs(cudaStream_t s) const {
@@ -355,9 +363,10 @@ struct CudaContext::State {
             const cudaGraphConditionalHandle handle = sets_condition ? handles[static_cast<std::size_t>(node.exit)] : 0;
             // dag: cgr's kernels become kernel nodes; library work is captured. stream-graph
             // captures everything, as a capture of the whole network on one stream would.
-            const auto launches = s.kernel_launches(node.op, sets_condition, handle);
-            if (launches && !serialize) {
-              built.segments.push_back(add_kernels(node.graph, deps, node.op, *launches));
+            const auto& described = s.described_launches[static_cast<std::size_t>(node.op)];
+            if (described && !serialize) {
+              built.segments.push_back(add_kernels(node.graph, deps, node.op,
+                                                   sets_condition ? *s.kernel_launches(node.op, true, handle) : *described));
             } else {
               built.segments.push_back(capture(node.graph, deps, node.op, [&](cudaStream_t st) {
                 s.enqueue_op(node.op, st, sets_condition, handle);
@@ -449,6 +458,8 @@ CudaContext::CudaContext(std::shared_ptr<const detail::EngineImpl> engine) : sta
     for (int succ : impl.graph.successors(*it)) bottom[static_cast<std::size_t>(*it)] = std::max(bottom[static_cast<std::size_t>(*it)], bottom[static_cast<std::size_t>(succ)] + 1);
   s.critical.resize(static_cast<std::size_t>(n));
   for (int op = 0; op < n; ++op) s.critical[static_cast<std::size_t>(op)] = top[static_cast<std::size_t>(op)] + bottom[static_cast<std::size_t>(op)] - 1 == impl.graph.critical_path_length();
+
+  for (std::size_t op = 0; op < impl.ops.size(); ++op) s.described_launches.push_back(s.kernel_launches(static_cast<int>(op), false, 0));
 
   // One eager run first: cuDNN and cuBLAS initialise lazily, which must not happen under capture.
   s.run_eager(false, true);

@@ -1,6 +1,10 @@
-// Parsing of cgr-bench's options. Numbers are parsed strictly (the whole value must be a number
-// in range) so that "--iterations 1O" is an error, not 1.
+// Parsing of cgr-bench's options: CLI11 reads the command line (typed values parsed strictly, so
+// that "--iterations 1O" is an error, not 1; a repeated single-value option is an error, not
+// the last one silently winning); the values' meaning is checked here, with this tool's
+// messages. Every problem is a UsageError (exit status 2).
 #include "cli.hpp"
+
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -178,92 +182,85 @@ Shape parse_shape(const std::string& text, const std::string& option) {
 std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
   o.argv.assign(argv, argv + argc);
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> inline_value;  // --option=value
-    if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
-      inline_value = arg.substr(eq + 1);
-      arg.resize(eq);
+  CLI::App app("cgr-bench", "cgr-bench");
+  // --help prints this tool's own texts (the options and every metric's definition).
+  app.set_help_flag("-h,--help");
+  std::string device, mode, input_shape, exits, percentiles, sweep;
+  std::vector<std::string> load_inputs;
+  app.add_option("--model", o.model)->required();
+  app.add_option("--weights", o.weights);
+  app.add_option("--device", device);
+  app.add_option("--mode", mode);
+  app.add_option("--batch", o.batch);
+  app.add_option("--input-shape", input_shape);
+  app.add_option("--exits", exits);
+  app.add_option("--threshold", o.threshold);
+  app.add_option("--threads", o.threads);
+  app.add_option("--warmup-ms", o.warmup_ms);
+  app.add_option("--duration-s", o.duration_s);
+  app.add_option("--iterations", o.iterations);
+  app.add_option("--percentiles", percentiles);
+  app.add_option("--load-input", load_inputs);  // repeatable: one per input
+  app.add_option("--export-output", o.export_output);
+  app.add_option("--export-json", o.export_json);
+  app.add_option("--export-dot", o.export_dot);
+  app.add_option("--timeline", o.timeline);
+  app.add_flag("--info", o.info);
+  app.add_option("--sweep-size", sweep);
+  app.add_option("--export-plot", o.export_plot);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(kUsage, stdout);
+    std::fputs(kHelp, stdout);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+
+  // Values CLI11 parsed but whose meaning is this tool's: checked here, with its messages.
+  auto given = [&](const char* name) { return app.count(name) > 0; };
+  auto positive = [](const char* option, auto number) {
+    if (number <= 0) throw UsageError(fmt::format("{} must be positive, not {}", option, number));
+    return number;
+  };
+  if (given("--device")) {
+    if (device != "cpu" && device != "cuda")
+      throw UsageError("--device: '" + device + "' is not cuda or cpu");
+    o.device = parse_device(device);
+  }
+  if (given("--mode")) o.mode = parse_mode_choice(mode);
+  if (given("--batch")) positive("--batch", o.batch);
+  if (given("--input-shape")) {
+    auto [name, shape] = split_name(input_shape);
+    o.input_name = name;
+    o.input_shape = parse_shape(shape, "--input-shape");
+  }
+  if (given("--exits")) {
+    if (exits != "off" && exits != "all" && exits != "early") {
+      throw UsageError("--exits: '" + exits + "' is not off, all or early");
     }
-    auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
-      return argv[++i];
-    };
-    auto positive = [&](auto number) {
-      if (number <= 0) throw UsageError(fmt::format("{} must be positive, not {}", arg, number));
-      return number;
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::fputs(kHelp, stdout);
-      return std::nullopt;
-    } else if (arg == "--model") {
-      o.model = value();
-    } else if (arg == "--weights") {
-      o.weights = value();
-    } else if (arg == "--device") {
-      const std::string text = value();
-      if (text != "cpu" && text != "cuda")
-        throw UsageError("--device: '" + text + "' is not cuda or cpu");
-      o.device = parse_device(text);
-    } else if (arg == "--mode") {
-      o.mode = parse_mode_choice(value());
-    } else if (arg == "--batch") {
-      o.batch = positive(parse_number<std::int64_t>(value(), arg));
-    } else if (arg == "--input-shape") {
-      auto [name, shape] = split_name(value());
-      o.input_name = name;
-      o.input_shape = parse_shape(shape, arg);
-    } else if (arg == "--exits") {
-      const std::string text = value();
-      if (text != "off" && text != "all" && text != "early") {
-        throw UsageError("--exits: '" + text + "' is not off, all or early");
-      }
-      o.exits = parse_exit_policy(text);
-    } else if (arg == "--threshold") {
-      o.threshold = parse_number<float>(value(), arg);
-    } else if (arg == "--threads") {
-      o.threads = parse_number<int>(value(), arg);
-      if (o.threads < 0) throw UsageError("--threads must be 0 (all) or positive");
-    } else if (arg == "--warmup-ms") {
-      o.warmup_ms = parse_number<double>(value(), arg);
-      if (o.warmup_ms < 0) throw UsageError("--warmup-ms must not be negative");
-    } else if (arg == "--duration-s") {
-      o.duration_s = positive(parse_number<double>(value(), arg));
-    } else if (arg == "--iterations") {
-      o.iterations = positive(parse_number<int>(value(), arg));
-    } else if (arg == "--percentiles") {
-      o.percentiles = parse_list<double>(value(), arg);
-      for (double p : o.percentiles) {
-        if (!(p > 0 && p <= 100))
-          throw UsageError(fmt::format("--percentiles: {} is not in (0, 100]", p));
-      }
-    } else if (arg == "--load-input") {
-      auto [name, path] = split_name(value());
-      o.load_inputs.push_back({name, path});
-    } else if (arg == "--export-output") {
-      o.export_output = value();
-    } else if (arg == "--export-json") {
-      o.export_json = value();
-    } else if (arg == "--export-dot") {
-      o.export_dot = value();
-    } else if (arg == "--timeline") {
-      o.timeline = value();
-    } else if (arg == "--info") {
-      if (inline_value) throw UsageError("--info takes no value");
-      o.info = true;
-    } else if (arg == "--sweep-size") {
-      o.sweep_sizes = parse_list<std::int64_t>(value(), arg);
-      for (auto s : o.sweep_sizes)
-        positive(s);
-    } else if (arg == "--export-plot") {
-      o.export_plot = value();
-    } else {
-      throw UsageError("unknown argument '" + std::string(argv[i]) + "'");
+    o.exits = parse_exit_policy(exits);
+  }
+  if (o.threads < 0) throw UsageError("--threads must be 0 (all) or positive");
+  if (o.warmup_ms < 0) throw UsageError("--warmup-ms must not be negative");
+  if (given("--duration-s")) positive("--duration-s", o.duration_s);
+  if (given("--iterations")) positive("--iterations", o.iterations);
+  if (given("--percentiles")) {
+    o.percentiles = parse_list<double>(percentiles, "--percentiles");
+    for (double p : o.percentiles) {
+      if (!(p > 0 && p <= 100))
+        throw UsageError(fmt::format("--percentiles: {} is not in (0, 100]", p));
     }
   }
-  if (o.model.empty()) throw UsageError("--model is required");
+  for (const std::string& input : load_inputs) {
+    auto [name, path] = split_name(input);
+    o.load_inputs.push_back({name, path});
+  }
+  if (given("--sweep-size")) {
+    o.sweep_sizes = parse_list<std::int64_t>(sweep, "--sweep-size");
+    for (auto size : o.sweep_sizes) positive("--sweep-size", size);
+  }
   if (!o.export_plot.empty() && o.sweep_sizes.empty()) {
     throw UsageError("--export-plot needs --sweep-size (it plots the sweep)");
   }

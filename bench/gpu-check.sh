@@ -17,7 +17,7 @@ deps=$root/build/gpu-deps
 
 if [[ "${1:-}" == "deps" ]]; then
   rm -rf "$deps" && mkdir -p "$deps/include"
-  for d in fmt doctest nlohmann; do cp -r "/usr/include/$d" "$deps/include/"; done
+  for d in fmt doctest nlohmann CLI; do cp -r "/usr/include/$d" "$deps/include/"; done
   echo "header-only dependencies copied to $deps ($(du -sh "$deps" | cut -f1))"
   exit 0
 fi

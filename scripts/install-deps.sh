@@ -8,7 +8,7 @@
 #                                     clang with its runtime (libFuzzer)
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libonnx-dev
+packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev
           libprotobuf-dev protobuf-compiler)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(python3 python3-numpy python3-torch python3-torchvision python3-onnx clang

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <set>
 
-#include "models/random_weights.hpp"
-#include "models/resnet18_exits.hpp"
-#include "models/two_branch.hpp"
+#include "cgr/models/random_weights.hpp"
+#include "cgr/models/resnet18_exits.hpp"
+#include "cgr/models/two_branch.hpp"
 #include "test_support.hpp"
 
 using namespace cgr;

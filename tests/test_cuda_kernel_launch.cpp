@@ -7,9 +7,17 @@
 
 #include <cstdint>
 
-#include "cuda/kernels.hpp"
+#include "cgr/layers/element_math.hpp"
+#include "ops/activation.hpp"
+#include "ops/add.hpp"
+#include "ops/concat.hpp"
+#include "ops/exit_decision.hpp"
+#include "ops/pool2d.hpp"
+#include "ops/transpose.hpp"
 
-using namespace cgr::cuda_kernels;
+using namespace cgr::cuda;
+using cgr::Pool2dGeometry;
+using cgr::TransposeGeometry;
 
 TEST_CASE("kernel launch descriptions: grid, block and arguments as the kernel takes them") {
   float* x = reinterpret_cast<float*>(std::uintptr_t{0x1000});
@@ -21,9 +29,11 @@ TEST_CASE("kernel launch descriptions: grid, block and arguments as the kernel t
   CHECK(relu.grid.x == 4);  // 1000 elements, 256 threads per block
   CHECK(relu.block.x == 256);
   CHECK(relu.shared_bytes == 0);
-  REQUIRE(relu.argument_count() == 3);
+  // The unary kernel: x, y, n and the element function object (cgr::math::ReluFn, empty).
+  REQUIRE(relu.argument_count() == 4);
   CHECK(relu.argument_size(0) == sizeof(const float*));
   CHECK(relu.argument_size(2) == sizeof(std::int64_t));
+  CHECK(relu.argument_size(3) == sizeof(cgr::math::ReluFn));
   CHECK(relu.argument<const float*>(0) == x);
   CHECK(relu.argument<float*>(1) == y);
   CHECK(relu.argument<std::int64_t>(2) == 1000);
@@ -34,11 +44,12 @@ TEST_CASE("kernel launch descriptions: grid, block and arguments as the kernel t
   // A grid-stride kernel caps its grid: 2^40 elements still take 2^20 blocks.
   CHECK(describe_relu(x, y, std::int64_t{1} << 40).grid.x == (1u << 20));
 
-  // Mixed argument types keep their alignment: floats after pointers and an int64.
+  // Mixed argument types keep their alignment: a struct of floats after pointers and an int64.
   const KernelLaunch clip = describe_clip(x, y, 7, -0.5f, 0.25f);
-  REQUIRE(clip.argument_count() == 5);
-  CHECK(clip.argument<float>(3) == -0.5f);
-  CHECK(clip.argument<float>(4) == 0.25f);
+  REQUIRE(clip.argument_count() == 4);
+  REQUIRE(clip.argument_size(3) == sizeof(cgr::math::ClipFn));
+  CHECK(clip.argument<cgr::math::ClipFn>(3).low == -0.5f);
+  CHECK(clip.argument<cgr::math::ClipFn>(3).high == 0.25f);
 
   // Different kernels for different template choices.
   CHECK(describe_add(x, x, y, 10, true).function != describe_add(x, x, y, 10, false).function);

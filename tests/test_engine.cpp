@@ -7,10 +7,9 @@
 #include <cstring>
 #include <thread>
 
-#include "cuda_device.hpp"
-#include "models/random_weights.hpp"
-#include "models/resnet18.hpp"
-#include "models/two_branch.hpp"
+#include "cgr/models/random_weights.hpp"
+#include "cgr/models/resnet18.hpp"
+#include "cgr/models/two_branch.hpp"
 #include "test_support.hpp"
 
 using namespace cgr;
@@ -252,7 +251,7 @@ TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CU
   CHECK(error_message([] { parse_mode("fast"); }) == "unknown mode 'fast' (expected dag, eager or stream-graph)");
   // Without a GPU the CUDA engine cannot be built, and the message says why; with one it builds.
   const std::string cuda = error_message([&] { Engine::build(net, {}, {.device = Device::cuda}); });
-  const std::string reason = cgr::detail::cuda_unavailable_reason();
+  const std::string reason = cgr::cuda_unavailable_reason();
   if (reason.empty()) {
     CHECK(cuda.empty());
   } else {

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "models/random_weights.hpp"
-#include "models/resnet18_exits.hpp"
+#include "cgr/models/random_weights.hpp"
+#include "cgr/models/resnet18_exits.hpp"
 #include "test_support.hpp"
 
 using namespace cgr;

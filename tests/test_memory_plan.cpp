@@ -54,8 +54,8 @@ void check_plan(const Graph& graph, const std::vector<PlannedValue>& values, con
     for (int b = a + 1; b < n; ++b) {
       if (!overlap(plan, values, a, b)) continue;
       INFO("values ", values[a].name, " and ", values[b].name, " overlap");
-      CHECK_FALSE(values[a].pinned);
-      CHECK_FALSE(values[b].pinned);
+      CHECK_FALSE(values[a].persistent);
+      CHECK_FALSE(values[b].persistent);
       CHECK((cgr::lifetimes_ordered(graph, values[a], values[b]) ||
              cgr::lifetimes_ordered(graph, values[b], values[a])));
     }
@@ -63,12 +63,12 @@ void check_plan(const Graph& graph, const std::vector<PlannedValue>& values, con
 }
 
 PlannedValue value(const std::string& name, std::size_t bytes, int producer,
-                   std::vector<int> readers, bool pinned = false) {
-  return PlannedValue{name, bytes, producer, std::move(readers), pinned};
+                   std::vector<int> readers, bool persistent = false) {
+  return PlannedValue{name, bytes, producer, std::move(readers), persistent};
 }
 
 // A dataflow DAG of n ops: graph inputs, one output per op read by a few later ops, some
-// workspaces, the last op's output pinned as the network output.
+// workspaces, the last op's output persistent as the network output.
 std::vector<PlannedValue> random_values(std::mt19937& rng, int n) {
   std::vector<PlannedValue> values;
   std::uniform_int_distribution<std::size_t> size(0, 5000);
@@ -87,7 +87,7 @@ std::vector<PlannedValue> random_values(std::mt19937& rng, int n) {
         out.readers.push_back(j);
       }
     }
-    out.pinned = (i == n - 1);
+    out.persistent = (i == n - 1);
     values.push_back(out);
     if (coin(rng)) values.push_back(value("ws" + std::to_string(i), size(rng), i, {i}));
   }
@@ -131,7 +131,7 @@ TEST_CASE("memory plan: random DAGs share bytes only between ordered lifetimes")
     // must have every op of one strictly before the producer of the other.
     const auto reach = dataflow_closure(n, values);
     auto done_before = [&](const PlannedValue& a, const PlannedValue& b) {
-      if (a.pinned || b.pinned || a.producer < 0 || b.producer < 0) return false;
+      if (a.persistent || b.persistent || a.producer < 0 || b.producer < 0) return false;
       if (!reach[a.producer][b.producer]) return false;
       return std::all_of(a.readers.begin(), a.readers.end(),
                          [&](int r) { return reach[r][b.producer]; });
@@ -172,12 +172,12 @@ TEST_CASE("memory plan: lifetimes_ordered") {
   // A graph input is live from before the first op: never finished before anything.
   CHECK_FALSE(lifetimes_ordered(graph, values[5], values[3]));
   CHECK_FALSE(lifetimes_ordered(graph, values[0], values[5]));
-  PlannedValue pinned = values[0];
-  pinned.pinned = true;
-  CHECK_FALSE(lifetimes_ordered(graph, pinned, values[3]));
-  pinned = values[3];
-  pinned.pinned = true;
-  CHECK_FALSE(lifetimes_ordered(graph, values[0], pinned));
+  PlannedValue persistent = values[0];
+  persistent.persistent = true;
+  CHECK_FALSE(lifetimes_ordered(graph, persistent, values[3]));
+  persistent = values[3];
+  persistent.persistent = true;
+  CHECK_FALSE(lifetimes_ordered(graph, values[0], persistent));
 }
 
 TEST_CASE("memory plan: a 20-layer chain needs two buffers") {
@@ -195,16 +195,16 @@ TEST_CASE("memory plan: a 20-layer chain needs two buffers") {
   for (int i = 0; i < 20; ++i)
     CHECK(plan.offsets[i] == (i % 2) * kBytes);
 
-  SUBCASE("with a pinned input and output, which own their bytes") {
-    values.back().pinned = true;
+  SUBCASE("with a persistent input and output, which own their bytes") {
+    values.back().persistent = true;
     values.push_back(value("image", kBytes, -1, {0}, true));
-    const Graph pinned_graph = graph_of(20, values);
-    const MemoryPlan pinned_plan = cgr::plan_memory(pinned_graph, values);
-    check_plan(pinned_graph, values, pinned_plan, 64);
-    CHECK(pinned_plan.total_bytes == 21 * kBytes);
-    CHECK(pinned_plan.arena_bytes == 4 * kBytes);
-    CHECK(pinned_plan.offsets[20] == 0);       // the input
-    CHECK(pinned_plan.offsets[19] == kBytes);  // the output
+    const Graph persistent_graph = graph_of(20, values);
+    const MemoryPlan persistent_plan = cgr::plan_memory(persistent_graph, values);
+    check_plan(persistent_graph, values, persistent_plan, 64);
+    CHECK(persistent_plan.total_bytes == 21 * kBytes);
+    CHECK(persistent_plan.arena_bytes == 4 * kBytes);
+    CHECK(persistent_plan.offsets[20] == 0);       // the input
+    CHECK(persistent_plan.offsets[19] == kBytes);  // the output
   }
 }
 

@@ -1,5 +1,7 @@
-// The CUDA graph's construction plan, from the IR alone (no CUDA here: CI tests it without a
-// device, and the CUDA executor builds exactly this).
+// The CUDA graph's construction plan, from the compiled engine alone (no CUDA here: CI tests it
+// without a device, and the CUDA executor builds exactly this). It reads the facts the engine
+// derived once: each op's graph level (gate_level), its copies (copied_outputs, decisions) and
+// its priority (critical).
 //
 // dag: an op depends on its IR predecessors in the same graph, and on the input copies when
 // it reads a network input; an op's output copies depend on the op. With ExitPolicy::early
@@ -9,8 +11,8 @@
 // on the one before it in its graph (one stream).
 #include <algorithm>
 
+#include "cgr/backend/backend.hpp"
 #include "cgr/error.hpp"
-#include "engine_impl.hpp"
 
 namespace cgr {
 
@@ -22,26 +24,15 @@ std::size_t CudaGraphPlan::edge_count() const {
 }
 
 namespace detail {
-
-int cuda_graph_level(std::uint32_t gate_mask) {
-  // The innermost exit that gates the op: gated sets are nested, so the highest bit.
-  int level = -1;
-  for (int k = 0; k < 32; ++k) {
-    if (gate_mask & (1u << k)) level = k;
-  }
-  return level;
-}
-
 namespace {
 
 class Planner {
  public:
-  Planner(const EngineImpl& impl, Mode mode, bool copies)
+  Planner(const CompiledEngine& impl, Mode mode, bool copies)
       : impl_(impl), copies_(copies), serialize_(mode == Mode::stream_graph) {
-    const bool early = impl.options.exits == ExitPolicy::early;
     levels_.resize(impl.ops.size(), -1);
     for (std::size_t op = 0; op < impl.ops.size(); ++op) {
-      if (early) levels_[op] = cuda_graph_level(impl.gate_masks[op]);
+      levels_[op] = impl.ops[op].gate_level;
       max_level_ = std::max(max_level_, levels_[op]);
     }
     op_node_.assign(impl.ops.size(), -1);
@@ -50,7 +41,7 @@ class Planner {
 
   CudaGraphPlan build() {
     if (copies_ && !impl_.input_values.empty()) {
-      copy_in_ = add({CudaGraphPlan::Kind::copy_in, "copy-in", -1, -1, 0, {}});
+      copy_in_ = add({CudaGraphPlan::Kind::copy_in, "copy-in", -1, -1, 0, {}, false});
     }
     for (int level = -1; level <= max_level_; ++level) {
       if (level >= 0) add_conditional(level);
@@ -97,8 +88,9 @@ class Planner {
 
   void add_op(int op, int level) {
     const auto& lowered = impl_.ops[static_cast<std::size_t>(op)];
-    CudaGraphPlan::Node node{CudaGraphPlan::Kind::op, lowered.name, op, -1, level + 1, {}};
-    const int exit = impl_.decision_exit[static_cast<std::size_t>(op)];
+    CudaGraphPlan::Node node{CudaGraphPlan::Kind::op, lowered.name, op, -1, level + 1, {},
+                             lowered.critical};
+    const int exit = lowered.decides_exit;
     // A decision sets its exit's IF node when that exit gates something.
     if (exit >= 0 && impl_.options.exits == ExitPolicy::early && exit <= max_level_) {
       if (levels_[static_cast<std::size_t>(op)] != exit - 1) {
@@ -124,15 +116,14 @@ class Planner {
            op,
            -1,
            level + 1,
-           {op_node_[static_cast<std::size_t>(op)]}});
+           {op_node_[static_cast<std::size_t>(op)]},
+           false});
     }
   }
 
   bool has_copies(int op) const {
-    if (impl_.decision_exit[static_cast<std::size_t>(op)] >= 0) return true;  // flag, confidences
-    const int value = impl_.ops[static_cast<std::size_t>(op)].output;
-    return std::find(impl_.output_values.begin(), impl_.output_values.end(), value) !=
-           impl_.output_values.end();
+    const CompiledOp& compiled = impl_.ops[static_cast<std::size_t>(op)];
+    return compiled.decides_exit >= 0 || !compiled.copied_outputs.empty();  // flag, confidences
   }
 
   // Exit k's IF node, in the graph of level k - 1.
@@ -140,7 +131,7 @@ class Planner {
     const int parent = k - 1;
     const auto& exit = impl_.exits[static_cast<std::size_t>(k)];
     CudaGraphPlan::Node node{
-        CudaGraphPlan::Kind::conditional, "if:" + exit.name, -1, k, parent + 1, {}};
+        CudaGraphPlan::Kind::conditional, "if:" + exit.name, -1, k, parent + 1, {}, false};
     node.dependencies.push_back(op_node_[static_cast<std::size_t>(exit.decision_op)]);
     for (int op = 0; op < impl_.graph.op_count(); ++op) {
       if (levels_[static_cast<std::size_t>(op)] >= k)
@@ -149,7 +140,7 @@ class Planner {
     add(std::move(node));
   }
 
-  const EngineImpl& impl_;
+  const CompiledEngine& impl_;
   const bool copies_, serialize_;
   std::vector<int> levels_;
   int max_level_ = -1;
@@ -161,7 +152,7 @@ class Planner {
 
 }  // namespace
 
-CudaGraphPlan plan_cuda_graph(const EngineImpl& impl, Mode mode, bool copies) {
+CudaGraphPlan plan_cuda_graph(const CompiledEngine& impl, Mode mode, bool copies) {
   if (mode == Mode::eager)
     fail("cuda graph plan: mode eager launches ops one by one and builds no graph");
   return Planner(impl, mode, copies).build();

@@ -3,14 +3,20 @@
 // once), and fuses chains the kernels run in one pass:
 //   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> ReLU]   and   Add -> ReLU,
 // where each fused intermediate value is read only by the next layer and is not an output.
+// A BatchNorm2d is folded into the weights of the conv before it; a residual Add and a ReLU
+// become the op's epilogue, as far as its layer supports (Layer::supported_epilogue).
 // A fused op takes the program position of its last layer, so every value it reads
 // (including a residual produced late in program order) is written before it.
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "build_steps.hpp"
 #include "cgr/error.hpp"
-#include "engine_impl.hpp"
+#include "cgr/layers/add.hpp"
+#include "cgr/layers/batch_norm2d.hpp"
+#include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/relu.hpp"
 
 namespace cgr::detail {
 namespace {
@@ -73,7 +79,7 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
       if (tensor == nullptr) {
         // Weights of layers pruned from the engine may be absent.
         if (use.live[i] && spec.required) {
-          missing.push_back(fmt::format("'{}' ({} '{}', expected {})", name, layer.kind(),
+          missing.push_back(fmt::format("'{}' ({} '{}', expected {})", name, layer.label(),
                                         layer.name(), spec.shape.to_string()));
         }
         continue;
@@ -81,7 +87,7 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
       if (tensor->shape() != spec.shape || tensor->dtype() != DType::f32) {
         mismatched.push_back(fmt::format("'{}' is {} {} but {} '{}' expects f32 {}", name,
                                          to_string(tensor->dtype()),
-                                         tensor->shape().to_string(), layer.kind(), layer.name(),
+                                         tensor->shape().to_string(), layer.label(), layer.name(),
                                          spec.shape.to_string()));
         continue;
       }
@@ -105,19 +111,14 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
   return bound;
 }
 
-template <typename LayerType>
-const LayerType* as(const Layer& layer) {
-  return dynamic_cast<const LayerType*>(&layer);
-}
-
 }  // namespace
 
-// Fills impl.ops (sorted by program position) and impl.values for the network's values.
 // A value a speculating exit names (speculate_until) is kept unfused, so it exists at run time.
-void lower_network(const Network& net, const Weights& weights, EngineImpl& impl) {
-  const NetworkUse use = analyse_use(net, impl.options.exits != ExitPolicy::off);
+std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
+                                   CompiledEngine& engine) {
+  const NetworkUse use = analyse_use(net, engine.options.exits != ExitPolicy::off);
   const std::vector<LayerWeights> bound = bind_weights(net, weights, use);
-  const bool fuse = impl.options.fuse;
+  const bool fuse = engine.options.fuse;
 
   std::vector<bool> claimed(static_cast<std::size_t>(net.layer_count()), false);
   // The single live consumer of `value`, when fusing across it is allowed (a layer joins at
@@ -134,14 +135,20 @@ void lower_network(const Network& net, const Weights& weights, EngineImpl& impl)
     const int consumer = use.consumers[value.id][0];
     return claimed[consumer] ? -1 : consumer;
   };
-  std::vector<std::pair<int, LoweredOp>> positioned;  // (program position, op)
+  struct Lowered {
+    int position;  // program position of its last layer
+    CompiledOp op;
+    LayerOp layer_op;
+  };
+  std::vector<Lowered> positioned;
 
   for (int i = 0; i < net.layer_count(); ++i) {
     if (!use.live[i] || claimed[i]) continue;
     const Layer& layer = net.layer(i);
-    LoweredOp op;
+    CompiledOp op;
+    LayerOp layer_op;
     op.name = layer.name();
-    op.kind = std::string(layer.kind());
+    op.kind = std::string(layer.label());
     op.layers = {i};
     for (Value in : net.layer_inputs(i)) op.inputs.push_back(in.id);
     Value out = net.layer_output(i);
@@ -151,99 +158,72 @@ void lower_network(const Network& net, const Weights& weights, EngineImpl& impl)
       claimed[next] = true;
       op.layers.push_back(next);
       op.name.append("+").append(net.layer(next).name());
-      op.kind.append("+").append(net.layer(next).kind());
+      op.kind.append("+").append(net.layer(next).label());
       out = net.layer_output(next);
       last = next;
     };
 
-    if (const auto* conv = as<Conv2d>(layer)) {
-      std::vector<float> weight(bound[i].at("weight")->f32().begin(),
-                                bound[i].at("weight")->f32().end());
-      std::vector<float> bias;
+    const Epilogue supported = layer.supported_epilogue();
+    Epilogue& epilogue = layer_op.epilogue;
+    int next = sole_consumer(out);
+    if (const auto* conv = layer_cast<Conv2d>(layer)) {
+      // The conv's weights as its executables take them: a following BatchNorm folded in.
+      layer_op.folded_weight.assign(bound[i].at("weight")->f32().begin(),
+                                    bound[i].at("weight")->f32().end());
       if (conv->params().bias) {
-        bias.assign(bound[i].at("bias")->f32().begin(), bound[i].at("bias")->f32().end());
+        layer_op.folded_bias.assign(bound[i].at("bias")->f32().begin(),
+                                    bound[i].at("bias")->f32().end());
       }
-      ConvEpilogue epilogue;
-      int next = sole_consumer(out);
-      if (next >= 0 && as<BatchNorm2d>(net.layer(next)) != nullptr) {
-        as<BatchNorm2d>(net.layer(next))->fold_into_conv(bound[next], weight, bias);
-        absorb(next);
-        next = sole_consumer(out);
-      }
-      if (next >= 0 && as<Add>(net.layer(next)) != nullptr) {
-        const auto& add_inputs = net.layer_inputs(next);
-        // Both operands the same value (x + x) cannot become conv + residual.
-        if (add_inputs[0] != add_inputs[1]) {
-          const Value residual = add_inputs[0] == out ? add_inputs[1] : add_inputs[0];
-          op.inputs.push_back(residual.id);
-          epilogue.residual = true;
+      if (next >= 0) {
+        if (const auto* bn = layer_cast<BatchNorm2d>(net.layer(next))) {
+          bn->fold_into_conv(bound[next], layer_op.folded_weight, layer_op.folded_bias);
           absorb(next);
           next = sole_consumer(out);
         }
       }
-      if (next >= 0 && as<Relu>(net.layer(next)) != nullptr) {
-        epilogue.relu = true;
-        absorb(next);
-      }
-      op.conv_weight = std::move(weight);
-      op.conv_bias = std::move(bias);
-      op.epilogue = epilogue;
-    } else if (as<Add>(layer) != nullptr) {
-      const int next = sole_consumer(out);
-      op.add_relu = next >= 0 && as<Relu>(net.layer(next)) != nullptr;
-      if (op.add_relu) absorb(next);
     }
-    op.layer = &layer;
-    op.weights = bound[i];
+    if (supported.residual && next >= 0 && layer_cast<Add>(net.layer(next)) != nullptr) {
+      const auto& add_inputs = net.layer_inputs(next);
+      // Both operands the same value (x + x) cannot become op + residual.
+      if (add_inputs[0] != add_inputs[1]) {
+        const Value residual = add_inputs[0] == out ? add_inputs[1] : add_inputs[0];
+        op.inputs.push_back(residual.id);
+        epilogue.residual = true;
+        absorb(next);
+        next = sole_consumer(out);
+      }
+    }
+    if (supported.relu && next >= 0 && layer_cast<Relu>(net.layer(next)) != nullptr) {
+      epilogue.relu = true;
+      absorb(next);
+    }
+    layer_op.layer = &layer;
+    layer_op.weights = bound[i];
     op.output = out.id;
-    positioned.emplace_back(last, std::move(op));
+    positioned.push_back({last, std::move(op), std::move(layer_op)});
   }
   std::stable_sort(positioned.begin(), positioned.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+                   [](const Lowered& a, const Lowered& b) { return a.position < b.position; });
 
-  // Engine values: the network's values (same ids) first, then one workspace per op needing one.
+  // Engine values: the network's values (same ids) first; exits and workspaces add theirs.
   int value_count = 0;
   for (int i = 0; i < net.layer_count(); ++i) value_count = std::max(value_count, net.layer_output(i).id + 1);
   for (Value v : net.inputs()) value_count = std::max(value_count, v.id + 1);
-  impl.values.assign(static_cast<std::size_t>(value_count), EngineValue{});
-  for (Value v : net.inputs()) impl.values[v.id].desc = net.desc(v);
+  engine.values.assign(static_cast<std::size_t>(value_count), EngineValue{});
+  for (Value v : net.inputs()) engine.values[v.id].desc = net.desc(v);
   for (int i = 0; i < net.layer_count(); ++i) {
-    impl.values[net.layer_output(i).id].desc = net.layer(i).output();
+    engine.values[net.layer_output(i).id].desc = net.layer(i).output();
   }
-  for (auto& value : impl.values) value.bytes = value.desc.bytes();
+  for (auto& value : engine.values) value.bytes = value.desc.bytes();
 
-  for (auto& [position, op] : positioned) {
-    impl.values[op.output].producer = static_cast<int>(impl.ops.size());
-    impl.ops.push_back(std::move(op));
+  std::vector<LayerOp> layer_ops;
+  for (auto& lowered : positioned) {
+    engine.values[lowered.op.output].producer = static_cast<int>(engine.ops.size());
+    engine.ops.push_back(std::move(lowered.op));
+    layer_ops.push_back(std::move(lowered.layer_op));
   }
-  impl.info.layers = static_cast<int>(std::count(use.live.begin(), use.live.end(), true));
-}
-
-void make_cpu_kernels(EngineImpl& impl) {
-  for (auto& op : impl.ops) {
-    if (op.kernel != nullptr) continue;  // engine ops (exit decisions) bring their own
-    if (const auto* conv = dynamic_cast<const Conv2d*>(op.layer)) {
-      op.kernel = conv->make_fused_cpu_kernel(op.conv_weight, op.conv_bias, op.epilogue);
-    } else if (const auto* add = dynamic_cast<const Add*>(op.layer)) {
-      op.kernel = add->make_fused_cpu_kernel(op.add_relu);
-    } else {
-      op.kernel = op.layer->make_cpu_kernel(op.weights);
-    }
-  }
-}
-
-void add_workspaces(EngineImpl& impl, const std::vector<std::size_t>& bytes) {
-  for (std::size_t index = 0; index < impl.ops.size(); ++index) {
-    if (bytes[index] == 0) continue;
-    auto& op = impl.ops[index];
-    EngineValue workspace;
-    workspace.desc = TensorDesc{op.name + ".workspace",
-                                Shape{static_cast<std::int64_t>((bytes[index] + 3) / 4)}, DType::f32};
-    workspace.bytes = bytes[index];
-    workspace.producer = static_cast<int>(index);
-    op.workspace = static_cast<int>(impl.values.size());
-    impl.values.push_back(std::move(workspace));
-  }
+  engine.info.layers = static_cast<int>(std::count(use.live.begin(), use.live.end(), true));
+  return layer_ops;
 }
 
 }  // namespace cgr::detail

@@ -18,13 +18,13 @@ namespace {
 struct Lifetime {
   int producer = -1;
   std::vector<int> touchers;  // producer and readers: every op that uses the bytes
-  bool shareable = false;     // neither pinned nor a graph input
+  bool shareable = false;     // neither persistent nor a graph input
 };
 
 Lifetime lifetime_of(const PlannedValue& value) {
   Lifetime lifetime;
   lifetime.producer = value.producer;
-  lifetime.shareable = !value.pinned && value.producer >= 0;
+  lifetime.shareable = !value.persistent && value.producer >= 0;
   if (value.producer >= 0) lifetime.touchers.push_back(value.producer);
   lifetime.touchers.insert(lifetime.touchers.end(), value.readers.begin(), value.readers.end());
   std::sort(lifetime.touchers.begin(), lifetime.touchers.end());
@@ -102,7 +102,7 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<PlannedValue>& valu
   for (const PlannedValue& value : values)
     lifetimes.push_back(lifetime_of(value));
 
-  // Pinned values conflict with everything, so they go first and form one block at the
+  // Persistent values conflict with everything, so they go first and form one block at the
   // bottom of the arena instead of fragmenting it. The rest follow the order in which they
   // come to life, larger first among values born at the same op (first-fit packs better
   // when big blocks are placed before the small ones that could split their gap).
@@ -111,7 +111,7 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<PlannedValue>& valu
     placement_order[i] = i;
   auto born = [&](int i) { return values[i].producer >= 0 ? position[values[i].producer] : -1; };
   std::sort(placement_order.begin(), placement_order.end(), [&](int a, int b) {
-    if (values[a].pinned != values[b].pinned) return values[a].pinned;
+    if (values[a].persistent != values[b].persistent) return values[a].persistent;
     if (born(a) != born(b)) return born(a) < born(b);
     if (values[a].bytes != values[b].bytes) return values[a].bytes > values[b].bytes;
     return a < b;

@@ -1,4 +1,4 @@
-// Add: elementwise, optionally followed by a fused ReLU.
+// Add: elementwise, optionally followed by a fused ReLU (the epilogue).
 #include "cgr/layers/add.hpp"
 
 #include "cgr/error.hpp"
@@ -6,6 +6,9 @@
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Add);
+
 namespace {
 
 class AddCpuKernel final : public CpuKernel {
@@ -40,12 +43,8 @@ Add::Add(std::string name, const TensorDesc& a, const TensorDesc& b)
   set_output(a.shape);
 }
 
-std::unique_ptr<CpuKernel> Add::make_cpu_kernel(const LayerWeights&) const {
-  return make_fused_cpu_kernel(false);
-}
-
-std::unique_ptr<CpuKernel> Add::make_fused_cpu_kernel(bool relu) const {
-  return std::make_unique<AddCpuKernel>(output().shape.numel(), relu);
+std::unique_ptr<CpuKernel> Add::make_cpu_kernel(const LayerOp& op) const {
+  return std::make_unique<AddCpuKernel>(output().shape.numel(), op.epilogue.relu);
 }
 
 }  // namespace cgr

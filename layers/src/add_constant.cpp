@@ -6,6 +6,9 @@
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(AddConstant);
+
 namespace {
 
 class AddConstantCpuKernel final : public CpuKernel {
@@ -44,8 +47,8 @@ std::vector<WeightSpec> AddConstant::weight_specs() const { return {{"constant",
 
 std::string AddConstant::attributes() const { return "+ " + constant_shape_.to_string(); }
 
-std::unique_ptr<CpuKernel> AddConstant::make_cpu_kernel(const LayerWeights& weights) const {
-  return std::make_unique<AddConstantCpuKernel>(expanded(weights.at("constant")->f32()));
+std::unique_ptr<CpuKernel> AddConstant::make_cpu_kernel(const LayerOp& op) const {
+  return std::make_unique<AddConstantCpuKernel>(expanded(op.weights.at("constant")->f32()));
 }
 
 std::vector<float> AddConstant::expanded(std::span<const float> c) const {

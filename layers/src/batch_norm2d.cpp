@@ -7,15 +7,15 @@
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(BatchNorm2d);
+
 namespace {
 
 class BatchNormCpuKernel final : public CpuKernel {
  public:
-  BatchNormCpuKernel(ChannelAffine affine, const Shape& shape)
-      : affine_(std::move(affine)),
-        batch_(shape[0]),
-        channels_(shape[1]),
-        plane_(shape.numel() / (shape[0] * shape[1])) {}
+  BatchNormCpuKernel(ChannelAffine affine, const ChannelGeometry& g)
+      : affine_(std::move(affine)), batch_(g.batch), channels_(g.channels), plane_(g.plane) {}
 
   void run(const KernelIo& io) const override {
     const float* x = io.inputs[0];
@@ -50,6 +50,8 @@ BatchNorm2d::BatchNorm2d(std::string name, const TensorDesc& input,
   }
   if (!(params_.eps >= 0.0)) fail("BatchNorm2d '{}': eps must be >= 0", this->name());
   set_output(input.shape);
+  const Shape& s = input.shape;
+  geometry_ = {s[0], s[1], s.numel() / (s[0] * s[1])};
 }
 
 std::vector<WeightSpec> BatchNorm2d::weight_specs() const {
@@ -100,8 +102,12 @@ void BatchNorm2d::fold_into_conv(const LayerWeights& weights, std::vector<float>
   }
 }
 
-std::unique_ptr<CpuKernel> BatchNorm2d::make_cpu_kernel(const LayerWeights& weights) const {
-  return std::make_unique<BatchNormCpuKernel>(affine(weights), inputs()[0].shape);
+OpCost BatchNorm2d::cost() const {
+  return {2 * static_cast<double>(output().shape.numel()), activation_bytes()};
+}
+
+std::unique_ptr<CpuKernel> BatchNorm2d::make_cpu_kernel(const LayerOp& op) const {
+  return std::make_unique<BatchNormCpuKernel>(affine(op.weights), geometry_);
 }
 
 }  // namespace cgr

@@ -2,20 +2,22 @@
 // output, shifted by the sizes of inputs 0..k-1 along the axis.
 #include "cgr/layers/concat.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cgr/error.hpp"
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Concat);
+
 namespace {
 
 class ConcatCpuKernel final : public CpuKernel {
  public:
-  ConcatCpuKernel(std::int64_t outer, std::vector<std::int64_t> block_sizes)
-      : outer_(static_cast<std::size_t>(outer)), blocks_(std::move(block_sizes)) {
-    for (auto size : blocks_) out_block_ += size;
-  }
+  explicit ConcatCpuKernel(const ConcatGeometry& g)
+      : outer_(static_cast<std::size_t>(g.outer)), blocks_(g.blocks), out_block_(g.out_block) {}
 
   void run(const KernelIo& io) const override {
     io.pool->parallel_for(outer_, 1, [&](std::size_t begin, std::size_t end) {
@@ -64,16 +66,18 @@ Concat::Concat(std::string name, std::vector<TensorDesc> inputs_in, int axis)
     dims[axis_] += s[axis_];
   }
   set_output(Shape(std::move(dims)));
+  for (int d = 0; d < axis_; ++d) geometry_.outer *= output().shape[d];
+  for (const auto& in : ins) {
+    geometry_.offsets.push_back(geometry_.out_block);
+    geometry_.blocks.push_back(in.shape.numel() / std::max<std::int64_t>(geometry_.outer, 1));
+    geometry_.out_block += geometry_.blocks.back();
+  }
 }
 
 std::string Concat::attributes() const { return fmt::format("axis {}", axis_); }
 
-std::unique_ptr<CpuKernel> Concat::make_cpu_kernel(const LayerWeights&) const {
-  std::int64_t outer = 1;
-  for (int d = 0; d < axis_; ++d) outer *= output().shape[d];
-  std::vector<std::int64_t> blocks;
-  for (const auto& in : inputs()) blocks.push_back(in.shape.numel() / std::max<std::int64_t>(outer, 1));
-  return std::make_unique<ConcatCpuKernel>(outer, std::move(blocks));
+std::unique_ptr<CpuKernel> Concat::make_cpu_kernel(const LayerOp&) const {
+  return std::make_unique<ConcatCpuKernel>(geometry_);
 }
 
 }  // namespace cgr

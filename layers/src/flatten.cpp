@@ -1,3 +1,4 @@
+// Flatten: the data copied unchanged into the output.
 #include "cgr/layers/flatten.hpp"
 
 #include <cstring>
@@ -5,6 +6,9 @@
 #include "cgr/error.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Flatten);
+
 namespace {
 
 class CopyCpuKernel final : public CpuKernel {
@@ -38,7 +42,7 @@ Flatten::Flatten(std::string name, const TensorDesc& input, int start_dim)
 
 std::string Flatten::attributes() const { return fmt::format("start_dim {}", start_dim_); }
 
-std::unique_ptr<CpuKernel> Flatten::make_cpu_kernel(const LayerWeights&) const {
+std::unique_ptr<CpuKernel> Flatten::make_cpu_kernel(const LayerOp&) const {
   return std::make_unique<CopyCpuKernel>(output().shape.numel());
 }
 

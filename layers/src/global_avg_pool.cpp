@@ -5,6 +5,9 @@
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(GlobalAvgPool);
+
 namespace {
 
 class GlobalAvgPoolCpuKernel final : public CpuKernel {
@@ -39,11 +42,15 @@ GlobalAvgPool::GlobalAvgPool(std::string name, const TensorDesc& input)
          this->name(), input.name, s.to_string());
   }
   set_output(Shape{s[0], s[1], 1, 1});
+  geometry_ = {s[0] * s[1], s[2] * s[3]};
 }
 
-std::unique_ptr<CpuKernel> GlobalAvgPool::make_cpu_kernel(const LayerWeights&) const {
-  const Shape& s = inputs()[0].shape;
-  return std::make_unique<GlobalAvgPoolCpuKernel>(s[0] * s[1], s[2] * s[3]);
+OpCost GlobalAvgPool::cost() const {
+  return {static_cast<double>(inputs()[0].shape.numel()), activation_bytes()};
+}
+
+std::unique_ptr<CpuKernel> GlobalAvgPool::make_cpu_kernel(const LayerOp&) const {
+  return std::make_unique<GlobalAvgPoolCpuKernel>(geometry_.planes, geometry_.plane_size);
 }
 
 }  // namespace cgr

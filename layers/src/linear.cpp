@@ -5,6 +5,9 @@
 #include "cpu/linear_cpu.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Linear);
+
 namespace {
 
 class LinearCpuKernel final : public CpuKernel {
@@ -37,6 +40,7 @@ Linear::Linear(std::string name, const TensorDesc& input, const LinearParams& pa
   std::vector<std::int64_t> dims = s.dims();
   dims.back() = params_.out_features;
   set_output(Shape(std::move(dims)));
+  geometry_ = {s.numel() / s.dims().back(), s.dims().back(), params_.out_features};
 }
 
 std::vector<WeightSpec> Linear::weight_specs() const {
@@ -49,11 +53,17 @@ std::string Linear::attributes() const {
   return fmt::format("{} -> {}", in_features(), params_.out_features);
 }
 
-std::unique_ptr<CpuKernel> Linear::make_cpu_kernel(const LayerWeights& weights) const {
-  const Tensor* bias = params_.bias ? weights.at("bias") : nullptr;
-  const std::int64_t rows = inputs()[0].shape.numel() / in_features();
-  return std::make_unique<LinearCpuKernel>(rows, in_features(), params_.out_features,
-                                           weights.at("weight")->f32(),
+OpCost Linear::cost() const {
+  const LinearGeometry& g = geometry_;
+  const double weights = static_cast<double>(g.in_features * g.out_features) * sizeof(float);
+  return {2 * static_cast<double>(g.rows * g.in_features * g.out_features),
+          activation_bytes() + weights};
+}
+
+std::unique_ptr<CpuKernel> Linear::make_cpu_kernel(const LayerOp& op) const {
+  const Tensor* bias = params_.bias ? op.weights.at("bias") : nullptr;
+  return std::make_unique<LinearCpuKernel>(geometry_.rows, geometry_.in_features,
+                                           geometry_.out_features, op.weights.at("weight")->f32(),
                                            bias ? bias->f32() : std::span<const float>{});
 }
 

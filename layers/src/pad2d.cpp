@@ -8,22 +8,25 @@
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Pad2d);
+
 namespace {
 
 class Pad2dCpuKernel final : public CpuKernel {
  public:
-  Pad2dCpuKernel(const Shape& in, const Shape& out, const Padding2d& p) : in_(in), out_(out), p_(p) {}
+  explicit Pad2dCpuKernel(const Pad2dGeometry& g) : g_(g) {}
 
   void run(const KernelIo& io) const override {
-    const std::int64_t in_h = in_[2], in_w = in_[3], out_h = out_[2], out_w = out_[3];
-    const auto planes = static_cast<std::size_t>(in_[0] * in_[1]);
+    const std::int64_t in_h = g_.in_h, in_w = g_.in_w, out_h = g_.out_h, out_w = g_.out_w;
+    const auto planes = static_cast<std::size_t>(g_.planes);
     io.pool->parallel_for(planes, 8, [&](std::size_t begin, std::size_t end) {
       for (std::size_t plane = begin; plane < end; ++plane) {
         const float* x = io.inputs[0] + plane * static_cast<std::size_t>(in_h * in_w);
         float* y = io.output + plane * static_cast<std::size_t>(out_h * out_w);
         std::fill(y, y + out_h * out_w, 0.0f);
         for (std::int64_t h = 0; h < in_h; ++h) {
-          std::memcpy(y + (h + p_.top) * out_w + p_.left, x + h * in_w,
+          std::memcpy(y + (h + g_.top) * out_w + g_.left, x + h * in_w,
                       static_cast<std::size_t>(in_w) * sizeof(float));
         }
       }
@@ -31,8 +34,7 @@ class Pad2dCpuKernel final : public CpuKernel {
   }
 
  private:
-  Shape in_, out_;
-  Padding2d p_;
+  Pad2dGeometry g_;
 };
 
 }  // namespace
@@ -49,12 +51,14 @@ Pad2d::Pad2d(std::string name, const TensorDesc& input, const Padding2d& padding
   }
   set_output(Shape{s[0], s[1], s[2] + padding_.top + padding_.bottom,
                    s[3] + padding_.left + padding_.right});
+  geometry_ = {s[0] * s[1], s[2], s[3], output().shape[2], output().shape[3], padding_.top,
+               padding_.left};
 }
 
 std::string Pad2d::attributes() const { return fmt::format("p{}", to_string(padding_)); }
 
-std::unique_ptr<CpuKernel> Pad2d::make_cpu_kernel(const LayerWeights&) const {
-  return std::make_unique<Pad2dCpuKernel>(inputs()[0].shape, output().shape, padding_);
+std::unique_ptr<CpuKernel> Pad2d::make_cpu_kernel(const LayerOp&) const {
+  return std::make_unique<Pad2dCpuKernel>(geometry_);
 }
 
 }  // namespace cgr

@@ -1,3 +1,4 @@
+// Reshape: the data copied unchanged into the output.
 #include "cgr/layers/reshape.hpp"
 
 #include <cstring>
@@ -5,6 +6,9 @@
 #include "cgr/error.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Reshape);
+
 namespace {
 
 class ReshapeCpuKernel final : public CpuKernel {
@@ -37,7 +41,7 @@ Reshape::Reshape(std::string name, const TensorDesc& input, Shape shape)
 
 std::string Reshape::attributes() const { return output().shape.to_string(); }
 
-std::unique_ptr<CpuKernel> Reshape::make_cpu_kernel(const LayerWeights&) const {
+std::unique_ptr<CpuKernel> Reshape::make_cpu_kernel(const LayerOp&) const {
   return std::make_unique<ReshapeCpuKernel>(output().shape.numel());
 }
 

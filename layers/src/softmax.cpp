@@ -1,5 +1,5 @@
-// Softmax: the tensor is seen as outer x axis x inner; each (outer, inner) pair is one row
-// of `axis` values spaced `inner` apart, computed by math::softmax_row.
+// Softmax: each row of the layer's geometry (outer x length x inner) computed by
+// math::softmax_row.
 #include "cgr/layers/softmax.hpp"
 
 #include "cgr/error.hpp"
@@ -7,12 +7,15 @@
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
+
+CGR_REGISTER_LAYER_KIND(Softmax);
+
 namespace {
 
 class SoftmaxCpuKernel final : public CpuKernel {
  public:
-  SoftmaxCpuKernel(std::int64_t outer, std::int64_t length, std::int64_t inner)
-      : outer_(outer), length_(length), inner_(inner) {}
+  explicit SoftmaxCpuKernel(const SoftmaxGeometry& g)
+      : outer_(g.outer), length_(g.length), inner_(g.inner) {}
 
   void run(const KernelIo& io) const override {
     const auto rows = static_cast<std::size_t>(outer_ * inner_);
@@ -42,16 +45,20 @@ Softmax::Softmax(std::string name, const TensorDesc& input, int axis)
          input.name, input.shape.to_string());
   }
   set_output(input.shape);
+  const Shape& s = input.shape;
+  for (int d = 0; d < axis_; ++d) geometry_.outer *= s[d];
+  for (int d = axis_ + 1; d < rank; ++d) geometry_.inner *= s[d];
+  geometry_.length = s[axis_];
 }
 
 std::string Softmax::attributes() const { return fmt::format("axis {}", axis_); }
 
-std::unique_ptr<CpuKernel> Softmax::make_cpu_kernel(const LayerWeights&) const {
-  const Shape& s = inputs()[0].shape;
-  std::int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis_; ++d) outer *= s[d];
-  for (int d = axis_ + 1; d < static_cast<int>(s.rank()); ++d) inner *= s[d];
-  return std::make_unique<SoftmaxCpuKernel>(outer, s[axis_], inner);
+OpCost Softmax::cost() const {
+  return {5 * static_cast<double>(output().shape.numel()), activation_bytes()};
+}
+
+std::unique_ptr<CpuKernel> Softmax::make_cpu_kernel(const LayerOp&) const {
+  return std::make_unique<SoftmaxCpuKernel>(geometry_);
 }
 
 }  // namespace cgr

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/timing.hpp"
-#include "models/random_weights.hpp"
+#include "cgr/models/random_weights.hpp"
 
 namespace cgr::samples {
 

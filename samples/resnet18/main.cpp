@@ -12,13 +12,14 @@
 #include <thread>
 #include <vector>
 
-#include <cgr/engine.hpp>
 #include <fmt/format.h>
+#include <cgr/engine.hpp>
 
+#include "cgr/models/random_weights.hpp"
+#include "cgr/models/resnet18.hpp"
+#include "common/cli.hpp"
 #include "common/device.hpp"
 #include "common/timing.hpp"
-#include "models/random_weights.hpp"
-#include "models/resnet18.hpp"
 
 namespace {
 
@@ -29,31 +30,19 @@ struct Options {
   int iterations = 20;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "resnet18: %s\nusage: resnet18 [--device cpu|cuda] [--threads N] "
-                       "[--size S] [--iterations N]\n", problem.c_str());
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (arg == "--device") o.device = value();
-      else if (arg == "--threads") o.threads = std::stoi(value());
-      else if (arg == "--size") o.size = std::stoll(value());
-      else if (arg == "--iterations") o.iterations = std::max(1, std::stoi(value()));
-      else if (arg == "--help" || arg == "-h") usage("help");
-      else usage("unknown argument " + arg);
-    } catch (const std::logic_error&) {
-      usage("bad number for " + arg);
-    }
-  }
+  CLI::App app(
+      "torchvision's ResNet-18 with seeded weights: the graph facts, the top-5 classes "
+      "of a seeded image and the latency of every mode of the device, side by side.",
+      "resnet18");
+  cgr::samples::add_device_option(app, o.device);
+  cgr::samples::add_threads_option(app, o.threads);
+  app.add_option("--size", o.size, "input height and width")
+      ->check(cgr::samples::kPositive)
+      ->capture_default_str();
+  cgr::samples::add_iterations_option(app, o.iterations);
+  cgr::samples::parse_command_line(app, argc, argv);
   return o;
 }
 
@@ -79,10 +68,11 @@ int main(int argc, char** argv) {
       contexts.push_back(engines.back().create_context());
     }
     const cgr::EngineInfo info = engines[0].info();
-    fmt::print("ResNet-18, 1x3x{}x{}, device {}, {} layers -> {} ops after fusion, "
-               "{} edges, critical path {}, width {}\n",
-               o.size, o.size, cgr::to_string(device), info.layers, info.ops, info.edges,
-               info.critical_path, info.max_width);
+    fmt::print(
+        "ResNet-18, 1x3x{}x{}, device {}, {} layers -> {} ops after fusion, "
+        "{} edges, critical path {}, width {}\n",
+        o.size, o.size, cgr::to_string(device), info.layers, info.ops, info.edges,
+        info.critical_path, info.max_width);
     fmt::print("activation arena {:.2f} MiB (no reuse: {:.2f} MiB), weights {:.1f} MiB\n",
                info.arena_bytes / 1048576.0, info.activation_bytes / 1048576.0,
                info.weight_bytes / 1048576.0);
@@ -93,13 +83,15 @@ int main(int argc, char** argv) {
     std::partial_sort(order.begin(), order.begin() + 5, order.end(),
                       [&](int a, int b) { return logits[a] > logits[b]; });
     fmt::print("top-5 classes (seeded weights, seeded image):");
-    for (int k = 0; k < 5; ++k) fmt::print(" {} ({:.4f})", order[k], logits[order[k]]);
+    for (int k = 0; k < 5; ++k)
+      fmt::print(" {} ({:.4f})", order[k], logits[order[k]]);
     fmt::print("\n");
     for (std::size_t k = 1; k < contexts.size(); ++k) {
       std::copy(image.begin(), image.end(), contexts[k].input_buffer("image").begin());
     }
     std::vector<cgr::ExecutionContext*> pointers;
-    for (auto& ctx : contexts) pointers.push_back(&ctx);
+    for (auto& ctx : contexts)
+      pointers.push_back(&ctx);
     const auto medians = cgr::samples::interleaved_median_ms(pointers, o.iterations);
     fmt::print("median latency over {} interleaved rounds, {} threads:\n", o.iterations,
                o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));

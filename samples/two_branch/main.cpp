@@ -6,53 +6,38 @@
 //   two_branch [--device cpu|cuda] [--size S] [--width W] [--threads N] [--iterations N]
 //              [--dot FILE]
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
+#include "cgr/models/two_branch.hpp"
+#include "common/cli.hpp"
 #include "common/device.hpp"
 #include "common/mode_comparison.hpp"
-#include "models/two_branch.hpp"
-
-namespace {
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "two_branch: %s\nusage: two_branch [--device cpu|cuda] [--size S] [--width W] "
-               "[--threads N] [--iterations N] [--dot FILE]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::string device_name, dot_path;  // no --device: the GPU when there is one
   cgr::models::TwoBranchOptions model;
   int threads = 0, iterations = 50;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (arg == "--device") device_name = value();
-      else if (arg == "--size") model.size = std::stoll(value());
-      else if (arg == "--width") model.width = std::stoll(value());
-      else if (arg == "--threads") threads = std::stoi(value());
-      else if (arg == "--iterations") iterations = std::max(1, std::stoi(value()));
-      else if (arg == "--dot") dot_path = value();
-      else usage("unknown argument " + arg);
-    } catch (const std::logic_error&) {
-      usage("bad number for " + arg);
-    }
-  }
+  CLI::App app(
+      "Two independent conv chains on one input, concatenated: the dependency "
+      "analysis and the latency of every mode of the device, side by side.",
+      "two_branch");
+  cgr::samples::add_device_option(app, device_name);
+  app.add_option("--size", model.size, "input height and width")
+      ->check(cgr::samples::kPositive)
+      ->capture_default_str();
+  app.add_option("--width", model.width, "channels of every conv")
+      ->check(cgr::samples::kPositive)
+      ->capture_default_str();
+  cgr::samples::add_threads_option(app, threads);
+  cgr::samples::add_iterations_option(app, iterations);
+  app.add_option("--dot", dot_path, "write the dependency graph as DOT to FILE");
+  cgr::samples::parse_command_line(app, argc, argv);
   try {
-    cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name), threads, iterations,
-                                         dot_path};
+    cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name), threads,
+                                         iterations, dot_path};
     const std::string title = "two-branch (1x" + std::to_string(model.channels) + "x" +
-                              std::to_string(model.size) + "x" + std::to_string(model.size) +
-                              ", " + std::to_string(model.width) + " channels per conv)";
+                              std::to_string(model.size) + "x" + std::to_string(model.size) + ", " +
+                              std::to_string(model.width) + " channels per conv)";
     cgr::samples::compare_modes(cgr::models::two_branch(model), title, options);
   } catch (const cgr::Error& e) {
     std::fprintf(stderr, "two_branch: %s\n", e.what());

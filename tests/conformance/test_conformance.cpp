@@ -20,8 +20,8 @@
 #include <cgr/onnx.hpp>
 #include <cgr/safetensors.hpp>
 
-#include "models/resnet18.hpp"
-#include "models/resnet18_exits.hpp"
+#include "cgr/models/resnet18.hpp"
+#include "cgr/models/resnet18_exits.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,11 +1,24 @@
 # Installs the cgr build into a scratch prefix, then configures, builds and runs the consumer
-# project against it. Invoked by CTest with -DCGR_BUILD_DIR, -DCONSUMER_SOURCE, -DWORK_DIR,
-# -DGENERATOR, -DCXX_FLAGS, -DLINKER_FLAGS.
+# project against it. A build without CUDA must install a package that needs nothing of CUDA.
+# Invoked by CTest with -DCGR_BUILD_DIR, -DCONSUMER_SOURCE, -DWORK_DIR, -DGENERATOR,
+# -DCXX_FLAGS, -DLINKER_FLAGS, -DCGR_HAVE_CUDA.
 file(REMOVE_RECURSE "${WORK_DIR}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${CGR_BUILD_DIR}" --prefix "${WORK_DIR}/prefix"
                 RESULT_VARIABLE status OUTPUT_QUIET)
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "cmake --install failed: ${status}")
+endif()
+if(NOT CGR_HAVE_CUDA)
+  file(GLOB package_files "${WORK_DIR}/prefix/lib/cmake/cgr/*.cmake")
+  foreach(package_file IN LISTS package_files)
+    file(READ "${package_file}" text)
+    if(text MATCHES "CUDAToolkit|CUDA::|CUDNN|cudnn|cublas")
+      message(FATAL_ERROR "${package_file} of a build without CUDA mentions CUDA")
+    endif()
+  endforeach()
+  if(EXISTS "${WORK_DIR}/prefix/include/cgr/capture/cuda_check.hpp")
+    message(FATAL_ERROR "a build without CUDA installed the CUDA headers")
+  endif()
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE}" -B "${WORK_DIR}/build"
                         -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix

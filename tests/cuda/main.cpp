@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <string>
 
-#include "cuda_device.hpp"
+#include <cgr/engine.hpp>
+
 
 int main(int argc, char** argv) {
-  const std::string reason = cgr::detail::cuda_unavailable_reason();
+  const std::string reason = cgr::cuda_unavailable_reason();
   if (!reason.empty()) std::printf("GPU test cases skipped: %s\n", reason.c_str());
   doctest::Context context(argc, argv);
   return context.run();

@@ -14,19 +14,18 @@
 #include <set>
 #include <thread>
 
-#include "cuda_check.hpp"
-#include "cuda_device.hpp"
-#include "models/random_weights.hpp"
-#include "models/resnet18.hpp"
-#include "models/resnet18_exits.hpp"
-#include "models/two_branch.hpp"
+#include "cgr/capture/cuda_check.hpp"
+#include "cgr/models/random_weights.hpp"
+#include "cgr/models/resnet18.hpp"
+#include "cgr/models/resnet18_exits.hpp"
+#include "cgr/models/two_branch.hpp"
 #include "../test_support.hpp"
 
 using namespace cgr;
 
 namespace {
 
-const bool no_device = !cgr::detail::cuda_unavailable_reason().empty();
+const bool no_device = !cgr::cuda_unavailable_reason().empty();
 constexpr Mode kCudaModes[] = {Mode::dag, Mode::stream_graph, Mode::eager};
 
 std::vector<float> cpu_reference(const Network& net, const Weights& w, const std::string& input,

@@ -10,13 +10,14 @@
 #include <sstream>
 #include <string>
 
-#include "cuda_device.hpp"
+#include <cgr/engine.hpp>
+
 
 #if defined(CGR_BENCH_PATH)
 
 namespace {
 
-const bool no_device = !cgr::detail::cuda_unavailable_reason().empty();
+const bool no_device = !cgr::cuda_unavailable_reason().empty();
 namespace fs = std::filesystem;
 
 std::string read_text(const fs::path& path) {

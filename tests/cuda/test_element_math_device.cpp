@@ -6,13 +6,12 @@
 #include <limits>
 
 #include "cgr/layers/element_math.hpp"
-#include "cuda_check.hpp"
-#include "cuda_device.hpp"
+#include "cgr/capture/cuda_check.hpp"
 #include "element_math_kernels.hpp"
 #include "../test_support.hpp"
 
 namespace {
-const bool no_cuda_device = !cgr::detail::cuda_unavailable_reason().empty();
+const bool no_cuda_device = !cgr::cuda_unavailable_reason().empty();
 }
 
 TEST_CASE("element math gives the same answers on the GPU as on the host" *

@@ -20,19 +20,27 @@
 
 #include "../test_support.hpp"
 #include "cgr/layers/element_math.hpp"
-#include "cuda/gpu_ops.hpp"
-#include "cuda/kernels.hpp"
-#include "cuda_check.hpp"
-#include "cuda_device.hpp"
+#include "cgr/capture/cuda_check.hpp"
+#include "ops/activation.hpp"
+#include "ops/add.hpp"
+#include "ops/batch_norm2d.hpp"
+#include "ops/concat.hpp"
+#include "ops/exit_decision.hpp"
+#include "ops/global_avg_pool.hpp"
+#include "ops/linear.hpp"
+#include "ops/pad2d.hpp"
+#include "ops/pool2d.hpp"
+#include "ops/softmax.hpp"
+#include "ops/transpose.hpp"
 
 namespace {
 
-namespace kernels = cgr::cuda_kernels;
+namespace kernels = cgr::cuda;
 using cgr::Network;
 using cgr::Shape;
 using cgr::Value;
 
-const bool no_cuda_device = !cgr::detail::cuda_unavailable_reason().empty();
+const bool no_cuda_device = !cgr::cuda_unavailable_reason().empty();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -383,9 +391,9 @@ TEST_CASE("GPU max pooling matches MaxPool2d on the CPU, NaN and padding include
     const DeviceArray<float> dx(x);
     DeviceArray<float> dy(cpu.values.size());
     dy.poison();
-    finish(kernels::max_pool2d(dx.get(), dy.get(), cgr::cuda::pool2d_geometry(c.shape, cpu.shape, c.params),
-                               stream),
-           stream);
+    // The geometry the CUDA op launches with: the layer's own.
+    const cgr::MaxPool2d layer("pool", cgr::TensorDesc{"x", c.shape}, c.params);
+    finish(kernels::max_pool2d(dx.get(), dy.get(), layer.geometry(), stream), stream);
     check_matches(dy.download(), cpu.values, 0.0);
   }
 }
@@ -408,15 +416,15 @@ TEST_CASE("GPU average pooling matches AvgPool2d on the CPU, count_include_pad b
       const DeviceArray<float> dx(x);
       DeviceArray<float> dy(cpu.values.size());
       dy.poison();
-      finish(kernels::avg_pool2d(dx.get(), dy.get(), cgr::cuda::pool2d_geometry(c.shape, cpu.shape, c.params),
-                                 stream),
-             stream);
+      const cgr::AvgPool2d layer("pool", cgr::TensorDesc{"x", c.shape}, c.params);
+      finish(kernels::avg_pool2d(dx.get(), dy.get(), layer.geometry(), stream), stream);
       // Same taps in the same order and the same division: expected bit for bit; 1e-6 leaves
       // room for a compiler that reorders nothing but still differs in the last place.
       check_matches(dy.download(), cpu.values, 1e-6);
     }
   }
-  kernels::Pool2dGeometry dilated = cgr::cuda::pool2d_geometry(Shape{1, 1, 4, 4}, Shape{1, 1, 2, 2}, {.kernel = 2});
+  cgr::Pool2dGeometry dilated =
+      cgr::AvgPool2d("pool", cgr::TensorDesc{"x", Shape{1, 1, 4, 4}}, {.kernel = 2}).geometry();
   dilated.dilation_h = 2;
   CHECK(kernels::avg_pool2d(nullptr, nullptr, dilated, stream) == cudaErrorInvalidValue);
 }
@@ -578,9 +586,8 @@ TEST_CASE("GPU pad2d matches Pad2d on the CPU" * doctest::skip(no_cuda_device)) 
     const DeviceArray<float> dx(x);
     DeviceArray<float> dy(cpu.values.size());
     dy.poison();
-    finish(kernels::pad2d(dx.get(), dy.get(), c.shape[0] * c.shape[1], c.shape[2], c.shape[3],
-                          cpu.shape[2], cpu.shape[3], c.padding.top, c.padding.left, stream),
-           stream);
+    const cgr::Pad2d layer("pad", cgr::TensorDesc{"x", c.shape}, c.padding);
+    finish(kernels::pad2d(dx.get(), dy.get(), layer.geometry(), stream), stream);
     check_matches(dy.download(), cpu.values, 0.0);
   }
 }
@@ -605,16 +612,7 @@ TEST_CASE("GPU transpose matches Transpose on the CPU" * doctest::skip(no_cuda_d
     const auto x = random_values(c.shape, ++seed);
     const auto cpu = cpu_reference(
         c.shape, x, [&](Network& net, Value v) { return net.transpose(v, c.perm, "t"); });
-    const std::size_t rank = c.shape.rank();
-    std::vector<std::int64_t> in_strides(rank, 1);
-    for (std::size_t d = rank - 1; d-- > 0;) in_strides[d] = in_strides[d + 1] * c.shape[d + 1];
-    kernels::TransposeGeometry g{};
-    g.rank = static_cast<int>(rank);
-    for (std::size_t d = 0; d < rank; ++d) {
-      const auto p = static_cast<std::size_t>(c.perm[d]);
-      g.out_dims[d] = c.shape[p];
-      g.source_strides[d] = in_strides[p];
-    }
+    const cgr::TransposeGeometry g = cgr::Transpose("t", cgr::TensorDesc{"x", c.shape}, c.perm).geometry();
     const DeviceArray<float> dx(x);
     DeviceArray<float> dy(x.size());
     dy.poison();

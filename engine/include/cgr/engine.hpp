@@ -46,6 +46,11 @@ Mode parse_mode(std::string_view text);      // "dag" | "eager" | "stream-graph"
 // not, as "no CUDA device: ...". Checked once per process.
 std::string cuda_unavailable_reason();
 
+// The layer kinds (Layer::kind()) the backend of `device` implements, sorted; empty when this
+// build has no backend for it. Every registered kind (cgr::registered_layer_kinds()) should be
+// in it: tests/test_coverage.cpp checks.
+std::vector<std::string> supported_layer_kinds(Device device);
+
 struct EngineOptions {
   Device device = Device::cpu;
   Mode mode = Mode::dag;
@@ -70,6 +75,7 @@ struct CudaGraphPlan {
     int exit = -1;                  // conditional: the exit; op: the exit whose IF node it sets
     int graph = 0;                  // 0: the top-level graph; k + 1: the body of exit k's IF node
     std::vector<int> dependencies;  // planned nodes of the same graph
+    bool critical = false;          // op on the cost-weighted critical path: kernels prioritised
   };
   std::vector<Node> nodes;
   int graphs = 1;  // top level plus one body per conditional node
@@ -132,6 +138,7 @@ struct EngineInfo {
   int ops = 0;             // ops after fusion
   int edges = 0;           // reduced dependency edges
   int critical_path = 0;   // ops on the longest chain
+  double critical_path_us = 0;  // the longest chain by estimated op time (nominal device)
   int max_width = 0;       // most ops that can run at once
   std::size_t arena_bytes = 0;       // activation arena of one context
   std::size_t activation_bytes = 0;  // sum of all activations and workspaces (no reuse)
@@ -139,7 +146,7 @@ struct EngineInfo {
 };
 
 namespace detail {
-struct EngineImpl;
+struct CompiledEngine;
 struct ContextState;
 }  // namespace detail
 
@@ -168,8 +175,8 @@ class Engine {
   CudaGraphPlan cuda_graph_plan(Mode mode, bool with_copies = true) const;
 
  private:
-  explicit Engine(std::shared_ptr<const detail::EngineImpl> impl);
-  std::shared_ptr<const detail::EngineImpl> impl_;
+  explicit Engine(std::shared_ptr<const detail::CompiledEngine> compiled);
+  std::shared_ptr<const detail::CompiledEngine> compiled_;
 };
 
 // One inference at a time per context; use one context per thread. Contexts keep the engine

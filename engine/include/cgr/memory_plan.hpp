@@ -17,7 +17,7 @@ struct PlannedValue {
   std::size_t bytes = 0;
   int producer = -1;         // op that writes it; -1: written before any op (a graph input)
   std::vector<int> readers;  // ops that read it (a workspace lists its own op)
-  bool pinned = false;       // inputs and outputs: live for the whole inference, never shared
+  bool persistent = false;   // inputs and outputs: live for the whole inference, never shared
 };
 
 struct MemoryPlan {

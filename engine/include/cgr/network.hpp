@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cgr/error.hpp"
 #include "cgr/capture/custom_op.hpp"
+#include "cgr/error.hpp"
 #include "cgr/graph.hpp"
 #include "cgr/layers/add.hpp"
 #include "cgr/layers/add_constant.hpp"
@@ -27,6 +27,7 @@
 #include "cgr/layers/linear.hpp"
 #include "cgr/layers/max_pool2d.hpp"
 #include "cgr/layers/pad2d.hpp"
+#include "cgr/layers/pool2d.hpp"
 #include "cgr/layers/relu.hpp"
 #include "cgr/layers/reshape.hpp"
 #include "cgr/layers/softmax.hpp"
@@ -55,31 +56,66 @@ class Network {
   // Declares `value` as a named output of the network (the name may differ from the value's).
   void output(const std::string& name, Value value);
 
-  Value conv2d(Value x, const Conv2dParams& params, const std::string& name);
-  Value batch_norm2d(Value x, const BatchNorm2dParams& params, const std::string& name);
+  // One builder per layer kind; each validates its handles, then the layer infers its shape.
+  Value conv2d(Value x, const Conv2dParams& params, const std::string& name) {
+    return emplace<Conv2d>(x, name, params);
+  }
+  Value batch_norm2d(Value x, const BatchNorm2dParams& params, const std::string& name) {
+    return emplace<BatchNorm2d>(x, name, params);
+  }
   Value batch_norm2d(Value x, const std::string& name) { return batch_norm2d(x, {}, name); }
-  Value relu(Value x, const std::string& name);
-  Value max_pool2d(Value x, const Pool2dParams& params, const std::string& name);
-  Value avg_pool2d(Value x, const Pool2dParams& params, const std::string& name);
+  Value relu(Value x, const std::string& name) { return emplace<Relu>(x, name); }
+  Value max_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
+    return emplace<MaxPool2d>(x, name, params);
+  }
+  Value avg_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
+    return emplace<AvgPool2d>(x, name, params);
+  }
   // Mean over H and W of an NCHW tensor: N x C x 1 x 1 (AdaptiveAvgPool2d((1, 1))).
-  Value global_avg_pool(Value x, const std::string& name);
-  Value linear(Value x, const LinearParams& params, const std::string& name);
-  Value add(Value a, Value b, const std::string& name);
+  Value global_avg_pool(Value x, const std::string& name) {
+    return emplace<GlobalAvgPool>(x, name);
+  }
+  Value linear(Value x, const LinearParams& params, const std::string& name) {
+    return emplace<Linear>(x, name, params);
+  }
+  Value add(Value a, Value b, const std::string& name) {
+    check_value(a, name);
+    check_value(b, name);
+    return add_layer(std::make_unique<Add>(name, desc(a), desc(b)), {a, b});
+  }
   // Concatenation along `axis` (default: channels of NCHW).
-  Value concat(const std::vector<Value>& values, const std::string& name, int axis = 1);
+  Value concat(const std::vector<Value>& values, const std::string& name, int axis = 1) {
+    return emplace_many<Concat>(values, name, axis);
+  }
   // Flattens dims [start_dim, end) into one (torch.flatten(x, 1) by default).
-  Value flatten(Value x, const std::string& name, int start_dim = 1);
-  Value softmax(Value x, const std::string& name, int axis = -1);
-  Value clip(Value x, const ClipParams& params, const std::string& name);
+  Value flatten(Value x, const std::string& name, int start_dim = 1) {
+    return emplace<Flatten>(x, name, start_dim);
+  }
+  Value softmax(Value x, const std::string& name, int axis = -1) {
+    return emplace<Softmax>(x, name, axis);
+  }
+  Value clip(Value x, const ClipParams& params, const std::string& name) {
+    return emplace<Clip>(x, name, params);
+  }
   // Zero padding of H and W (F.pad with constant 0).
-  Value pad2d(Value x, const Padding2d& padding, const std::string& name);
-  Value reshape(Value x, Shape shape, const std::string& name);
-  Value transpose(Value x, std::vector<int> perm, const std::string& name);
+  Value pad2d(Value x, const Padding2d& padding, const std::string& name) {
+    return emplace<Pad2d>(x, name, padding);
+  }
+  Value reshape(Value x, Shape shape, const std::string& name) {
+    return emplace<Reshape>(x, name, std::move(shape));
+  }
+  Value transpose(Value x, std::vector<int> perm, const std::string& name) {
+    return emplace<Transpose>(x, name, std::move(perm));
+  }
   // x + constant "<name>.constant" of `constant_shape`, broadcast NumPy-style.
-  Value add_constant(Value x, Shape constant_shape, const std::string& name);
+  Value add_constant(Value x, Shape constant_shape, const std::string& name) {
+    return emplace<AddConstant>(x, name, std::move(constant_shape));
+  }
   // User work as an op (see cgr/capture/custom_op.hpp): on CUDA captured into the graph with
   // the dependencies its inputs give it.
-  Value custom(const std::vector<Value>& inputs, CustomOpParams params, const std::string& name);
+  Value custom(const std::vector<Value>& inputs, CustomOpParams params, const std::string& name) {
+    return emplace_many<CustomOp>(inputs, name, std::move(params));
+  }
 
   // Marks `logits` (N x classes) as an early-exit head. Its confidence is the largest softmax
   // probability; with ExitPolicy::early the rest of the network runs only when the exit does
@@ -112,6 +148,25 @@ class Network {
   Graph graph() const;
 
  private:
+  // Layer L(name, desc(x), args...) on x; the handle is checked first, so that a foreign
+  // Value is reported with the layer's name.
+  template <typename L, typename... Args>
+  Value emplace(Value x, const std::string& name, Args&&... args) {
+    check_value(x, name);
+    return add_layer(std::make_unique<L>(name, desc(x), std::forward<Args>(args)...), {x});
+  }
+  // Layer L(name, {desc(v)...}, args...) on several values.
+  template <typename L, typename... Args>
+  Value emplace_many(const std::vector<Value>& values, const std::string& name, Args&&... args) {
+    std::vector<TensorDesc> descs;
+    for (Value v : values) {
+      check_value(v, name);
+      descs.push_back(desc(v));
+    }
+    return add_layer(std::make_unique<L>(name, std::move(descs), std::forward<Args>(args)...),
+                     values);
+  }
+
   struct State;
   Value make_value(TensorDesc desc, int producer);
   void check_value(Value value, std::string_view layer_name) const;

@@ -1,9 +1,7 @@
 // ONNX import: a ModelProto (opset 11-17) becomes a Network plus the Weights its layers bind.
-// Supported ops: Conv, BatchNormalization, Relu, Clip, MaxPool, AveragePool,
-// GlobalAveragePool, Concat, Flatten, Gemm, MatMul (constant weight), Add, Identity, Dropout
-// (inference), Constant, Pad (folded into the Conv it feeds, else a zero Pad2d), Reshape
-// (constant shape), Softmax. Anything else — an op, an attribute or an attribute value — is an
-// Error naming the file, the node, the op type and the attribute; nothing is skipped silently.
+// The op types it understands are supported_onnx_ops() (README lists them). Anything else — an
+// op, an attribute or an attribute value — is an Error naming the file, the node, the op type
+// and the attribute; nothing is skipped silently.
 //
 // Layers are named after their weights where the exporter kept PyTorch's names (a Conv whose
 // weight initializer is "layer1.0.conv1.weight" becomes layer "layer1.0.conv1"), so a
@@ -40,7 +38,8 @@ OnnxModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions
 OnnxModel import_onnx(std::span<const std::byte> bytes, std::string_view what,
                       const OnnxImportOptions& options = {});
 
-// The op types import_onnx understands.
+// The op types import_onnx understands, sorted: the keys of its dispatch table. Gather, Slice,
+// Cast and ConstantOfShape only on constants (the shape arithmetic exporters emit).
 std::vector<std::string> supported_onnx_ops();
 
 }  // namespace cgr

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "cgr/layers/conv2d.hpp"
 #include "cpu/gemm.hpp"
 
 namespace cgr {
@@ -15,14 +16,8 @@ class ThreadPool;
 
 namespace cgr::cpu {
 
-struct ConvGeometry {
-  std::int64_t batch = 1, in_channels = 0, in_h = 0, in_w = 0;
-  std::int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
-  std::int64_t stride_h = 1, stride_w = 1;
-  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  std::int64_t dilation_h = 1, dilation_w = 1, groups = 1;
-  std::int64_t out_h = 0, out_w = 0;  // filled in by the caller (PyTorch's formula)
-};
+// The Conv2d layer's geometry (out_h / out_w from PyTorch's formula).
+using ConvGeometry = Conv2dGeometry;
 
 class ConvKernelCpu {
  public:

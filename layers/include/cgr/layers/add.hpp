@@ -8,13 +8,12 @@ namespace cgr {
 
 class Add final : public Layer {
  public:
+  static constexpr std::string_view kKind = "Add";
   Add(std::string name, const TensorDesc& a, const TensorDesc& b);
 
-  std::string_view kind() const override { return "Add"; }
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-  std::unique_ptr<CpuKernel> make_fused_cpu_kernel(bool relu) const;
-
-  // --- GPU emission (CUDA executor): an elementwise kernel (optionally + math::relu). ---
+  std::string_view kind() const override { return kKind; }
+  Epilogue supported_epilogue() const override { return {.relu = true}; }
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 };
 
 }  // namespace cgr

@@ -9,17 +9,16 @@ namespace cgr {
 
 class AddConstant final : public Layer {
  public:
+  static constexpr std::string_view kKind = "AddConstant";
   AddConstant(std::string name, const TensorDesc& input, Shape constant_shape);
 
-  std::string_view kind() const override { return "AddConstant"; }
+  std::string_view kind() const override { return kKind; }
   const Shape& constant_shape() const { return constant_shape_; }
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-  // The constant broadcast to the output's shape (what both kernels add elementwise).
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
+  // The constant broadcast to the output's shape: what every backend adds elementwise.
   std::vector<float> expanded(std::span<const float> constant) const;
-
-  // --- GPU emission (CUDA executor): elementwise kernel over the pre-broadcast constant. ---
 
  private:
   Shape constant_shape_;

@@ -3,23 +3,25 @@
 // not the part a ceil_mode window hangs past the padded input.
 #pragma once
 
-#include "cgr/layers/max_pool2d.hpp"
+#include "cgr/layers/pool2d.hpp"
 
 namespace cgr {
 
 class AvgPool2d final : public Layer {
  public:
+  static constexpr std::string_view kKind = "AvgPool2d";
   AvgPool2d(std::string name, const TensorDesc& input, const Pool2dParams& params);
 
-  std::string_view kind() const override { return "AvgPool2d"; }
-  const Pool2dParams& params() const { return params_; }
+  std::string_view kind() const override { return kKind; }
+  const Pool2dParams& params() const { return params_; }  // stride resolved
+  const Pool2dGeometry& geometry() const { return geometry_; }
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): one thread per output over math::pool_window_axis. ---
+  OpCost cost() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:
   Pool2dParams params_;
+  Pool2dGeometry geometry_;
 };
 
 }  // namespace cgr

@@ -18,15 +18,23 @@ struct ChannelAffine {
   std::vector<float> shift;
 };
 
+// The input seen as batch x channels x plane (plane: the product of the dims after C).
+struct ChannelGeometry {
+  std::int64_t batch = 0, channels = 0, plane = 0;
+};
+
 class BatchNorm2d final : public Layer {
  public:
+  static constexpr std::string_view kKind = "BatchNorm2d";
   BatchNorm2d(std::string name, const TensorDesc& input, const BatchNorm2dParams& params);
 
-  std::string_view kind() const override { return "BatchNorm2d"; }
+  std::string_view kind() const override { return kKind; }
   const BatchNorm2dParams& params() const { return params_; }
+  const ChannelGeometry& geometry() const { return geometry_; }
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
+  OpCost cost() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
   ChannelAffine affine(const LayerWeights& weights) const;
   // Rewrites a conv's weight [out, ...] and bias [out] (bias may start empty: zeros) so that
@@ -34,10 +42,9 @@ class BatchNorm2d final : public Layer {
   void fold_into_conv(const LayerWeights& weights, std::vector<float>& conv_weight,
                       std::vector<float>& conv_bias) const;
 
-  // --- GPU emission (CUDA executor): a per-channel scale/shift kernel for the unfused case. ---
-
  private:
   BatchNorm2dParams params_;
+  ChannelGeometry geometry_;
 };
 
 }  // namespace cgr

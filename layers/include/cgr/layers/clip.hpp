@@ -13,14 +13,13 @@ struct ClipParams {
 
 class Clip final : public Layer {
  public:
+  static constexpr std::string_view kKind = "Clip";
   Clip(std::string name, const TensorDesc& input, const ClipParams& params);
 
-  std::string_view kind() const override { return "Clip"; }
+  std::string_view kind() const override { return kKind; }
   const ClipParams& params() const { return params_; }
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): an elementwise kernel over math::clip. ---
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:
   ClipParams params_;

@@ -1,8 +1,8 @@
 // Conv2d: PyTorch's nn.Conv2d on NCHW (stride, padding, dilation, groups, optional bias).
 // Weights: "<name>.weight" [out, in/groups, kh, kw], "<name>.bias" [out] when bias is on.
-// The engine fuses a following BatchNorm2d (folded into weight and bias), a residual Add and
-// a ReLU into one conv op: the CPU kernel applies them in its epilogue, and the GPU emission
-// maps the same fusion onto cudnnConvolutionBiasActivationForward (conv + bias + z + ReLU).
+// The engine folds a following BatchNorm2d into the weight and bias and fuses a residual Add
+// and a ReLU into the conv's epilogue: the CPU kernel applies them in its final store, the
+// CUDA op (engine/cuda/ops/conv2d.cpp) through cudnnConvolutionBiasActivationForward.
 #pragma once
 
 #include "cgr/layers/layer.hpp"
@@ -19,30 +19,35 @@ struct Conv2dParams {
   bool bias = true;  // PyTorch's default; torchvision's ResNet convs pass bias=False
 };
 
-// What the engine fused into a conv op after the convolution itself.
-struct ConvEpilogue {
-  bool residual = false;  // adds a second input of the output's shape
-  bool relu = false;
+// Everything about the convolution's shape, as every backend's kernel takes it.
+struct Conv2dGeometry {
+  std::int64_t batch = 1, in_channels = 0, in_h = 0, in_w = 0;
+  std::int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1, groups = 1;
+  std::int64_t out_h = 0, out_w = 0;
 };
 
 class Conv2d final : public Layer {
  public:
+  static constexpr std::string_view kKind = "Conv2d";
   Conv2d(std::string name, const TensorDesc& input, const Conv2dParams& params);
 
-  std::string_view kind() const override { return "Conv2d"; }
+  std::string_view kind() const override { return kKind; }
   const Conv2dParams& params() const { return params_; }
+  const Conv2dGeometry& geometry() const { return geometry_; }
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-  // weight/bias already transformed (e.g. BatchNorm folded in); bias may be empty.
-  std::unique_ptr<CpuKernel> make_fused_cpu_kernel(std::span<const float> weight,
-                                                   std::span<const float> bias,
-                                                   const ConvEpilogue& epilogue) const;
-
-  // --- GPU emission (CUDA executor): cuDNN conv + bias + residual + ReLU, one library op. ---
+  OpCost cost() const override;
+  Epilogue supported_epilogue() const override { return {.residual = true, .relu = true}; }
+  // Uses op.folded_weight / op.folded_bias (the engine's, BatchNorm folded in; bias may be
+  // empty) and op.epilogue.
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:
   Conv2dParams params_;
+  Conv2dGeometry geometry_;
 };
 
 }  // namespace cgr

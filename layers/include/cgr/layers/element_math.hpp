@@ -1,6 +1,8 @@
-// Element math shared by the CPU kernels and the CUDA kernels: activation, pooling windows,
-// softmax rows. Written once as host/device inline code so the CPU tests check the very
-// arithmetic the GPU runs. No std:: calls that CUDA device code lacks; no exceptions.
+// Element math shared by the CPU kernels and the CUDA kernels: activations, pooling windows,
+// softmax rows, the exit decision. Written once as host/device inline code so the CPU tests
+// check the very arithmetic the GPU runs. No std:: calls that CUDA device code lacks; no
+// exceptions. An elementwise activation is a function plus a function object (`...Fn`) that
+// carries its parameters: both backends' unary kernels are templates over the object.
 #pragma once
 
 #include <cmath>
@@ -15,12 +17,23 @@
 namespace cgr::math {
 
 // ReLU that propagates NaN like PyTorch (NaN < 0 is false, so NaN passes through).
-CGR_HD float relu(float x) { return x < 0.0f ? 0.0f : x; }
+CGR_HD float relu(float x) {
+  return x < 0.0f ? 0.0f : x;
+}
 
 // Clamp to [low, high] that propagates NaN like torch.clamp (both comparisons are false).
 CGR_HD float clip(float x, float low, float high) {
   return x < low ? low : (x > high ? high : x);
 }
+
+struct ReluFn {
+  CGR_HD float operator()(float x) const { return relu(x); }
+};
+
+struct ClipFn {
+  float low, high;
+  CGR_HD float operator()(float x) const { return clip(x, low, high); }
+};
 
 // Output length of a sliding window along one axis, PyTorch's rule (also ONNX's):
 // floor or ceil of (in + pads - dilation*(k-1) - 1) / stride + 1, and in ceil mode the last
@@ -64,7 +77,8 @@ CGR_HD float nan_max(float current, float candidate) {
 // for the last axis, H*W for the channel axis of an NCHW tensor).
 CGR_HD void softmax_row(const float* in, float* out, std::int64_t n, std::int64_t stride) {
   float max_value = in[0];
-  for (std::int64_t i = 1; i < n; ++i) max_value = nan_max(max_value, in[i * stride]);
+  for (std::int64_t i = 1; i < n; ++i)
+    max_value = nan_max(max_value, in[i * stride]);
   float sum = 0.0f;
   for (std::int64_t i = 0; i < n; ++i) {
     const float e = expf(in[i * stride] - max_value);
@@ -72,16 +86,19 @@ CGR_HD void softmax_row(const float* in, float* out, std::int64_t n, std::int64_
     sum += e;
   }
   const float inverse = 1.0f / sum;
-  for (std::int64_t i = 0; i < n; ++i) out[i * stride] *= inverse;
+  for (std::int64_t i = 0; i < n; ++i)
+    out[i * stride] *= inverse;
 }
 
 // Confidence of an exit head for one sample: the largest softmax probability of its logits,
 // 1 / sum_i exp(x_i - max). NaN logits give NaN, which never fires.
 CGR_HD float max_softmax_probability(const float* logits, std::int64_t n) {
   float max_value = logits[0];
-  for (std::int64_t i = 1; i < n; ++i) max_value = nan_max(max_value, logits[i]);
+  for (std::int64_t i = 1; i < n; ++i)
+    max_value = nan_max(max_value, logits[i]);
   float sum = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) sum += expf(logits[i] - max_value);
+  for (std::int64_t i = 0; i < n; ++i)
+    sum += expf(logits[i] - max_value);
   return 1.0f / sum;
 }
 

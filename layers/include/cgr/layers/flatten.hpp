@@ -1,5 +1,5 @@
 // Flatten: merges dims [start_dim, rank) into one (torch.flatten(x, start_dim)). The data is
-// unchanged; the CPU kernel copies it, the GPU emission will alias it (a view).
+// unchanged; both backends copy it today (a view that aliases the input is planned).
 #pragma once
 
 #include "cgr/layers/layer.hpp"
@@ -8,13 +8,12 @@ namespace cgr {
 
 class Flatten final : public Layer {
  public:
+  static constexpr std::string_view kKind = "Flatten";
   Flatten(std::string name, const TensorDesc& input, int start_dim);
 
-  std::string_view kind() const override { return "Flatten"; }
+  std::string_view kind() const override { return kKind; }
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): none; the output aliases the input's bytes. ---
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:
   int start_dim_;

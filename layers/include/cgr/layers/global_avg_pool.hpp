@@ -6,14 +6,23 @@
 
 namespace cgr {
 
+// `planes` (N * C) contiguous planes of `plane_size` (H * W) floats, one mean each.
+struct PlaneGeometry {
+  std::int64_t planes = 0, plane_size = 0;
+};
+
 class GlobalAvgPool final : public Layer {
  public:
+  static constexpr std::string_view kKind = "GlobalAvgPool";
   GlobalAvgPool(std::string name, const TensorDesc& input);
 
-  std::string_view kind() const override { return "GlobalAvgPool"; }
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
+  std::string_view kind() const override { return kKind; }
+  const PlaneGeometry& geometry() const { return geometry_; }
+  OpCost cost() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
-  // --- GPU emission (CUDA executor): one warp per (n, c) plane, tree-reduced sum. ---
+ private:
+  PlaneGeometry geometry_;
 };
 
 }  // namespace cgr

@@ -1,9 +1,13 @@
-// The layer interface. A layer is one op of a Network: it infers its output descriptor when
-// it is created (rejecting impossible inputs with a message naming the layer and the
-// shapes), names the weights it needs, and makes the kernel that executes it.
+// The layer interface. A layer is one op of a Network. When it is created it infers its output
+// descriptor (rejecting impossible inputs with a message naming the layer and the shapes) and
+// computes the geometry its kernels need, once: every backend reads that geometry rather than
+// deriving its own. It names the weights it needs, estimates its cost, and makes its CPU
+// kernel, the numerical reference every other backend is tested against.
 //
-// GPU emission: each layer's file pair has a "GPU emission" section where the CUDA executor
-// describes its kernel launch or library call; the CPU kernel is the numerical reference.
+// Every layer kind has a unique name (`kKind`, returned by kind()) registered once per process
+// with CGR_REGISTER_LAYER_KIND in the layer's .cpp. Backends other than the CPU find their
+// implementation of a layer by that name (engine/cuda/ops registers one per kind), and
+// tests/test_coverage.cpp checks that every registered kind has one on every backend.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 namespace cgr {
 
 class ThreadPool;
+class Layer;
 
 // A height/width pair; a single number means both (PyTorch's `kernel_size=3`).
 struct Size2 {
@@ -46,16 +51,6 @@ struct Padding2d {
   bool operator==(const Padding2d&) const = default;
 };
 
-// Window geometry shared by MaxPool2d and AvgPool2d (PyTorch's arguments).
-struct Pool2dParams {
-  Size2 kernel{};
-  Size2 stride = 0;  // 0: same as kernel, PyTorch's default
-  Padding2d padding{};
-  Size2 dilation = 1;              // MaxPool2d only
-  bool ceil_mode = false;
-  bool count_include_pad = true;   // AvgPool2d only
-};
-
 std::string to_string(const Size2& size);
 std::string to_string(const Padding2d& padding);
 
@@ -68,6 +63,38 @@ struct WeightSpec {
 
 // Bound weights of one layer by suffix ("weight", "bias", "running_mean", ...).
 using LayerWeights = std::map<std::string, const Tensor*, std::less<>>;
+
+// What the engine fused into an op after its first layer: the add of a second input of the
+// output's shape (a residual connection), then a ReLU. A layer says which parts its kernels
+// can apply (Layer::supported_epilogue); the engine fuses nothing else.
+struct Epilogue {
+  bool residual = false;
+  bool relu = false;
+  bool operator==(const Epilogue&) const = default;
+};
+
+// One op as the engine lowered it, which is what every backend makes its executable from: the
+// op's first layer, that layer's bound weights, the weight and bias the engine prepared for it
+// (Conv2d: with a following BatchNorm2d folded in), and the epilogue fused after it. Lives
+// only while the engine is built: executables keep their own copies of what they need.
+struct LayerOp {
+  const Layer* layer = nullptr;
+  LayerWeights weights;
+  std::vector<float> folded_weight, folded_bias;
+  Epilogue epilogue;
+};
+
+// Work of one run of an op: arithmetic and memory traffic (activations and weights read,
+// output written). The engine weighs ops by it for the cost-weighted critical path.
+struct OpCost {
+  double flops = 0;
+  double bytes = 0;
+  OpCost& operator+=(const OpCost& other) {
+    flops += other.flops;
+    bytes += other.bytes;
+    return *this;
+  }
+};
 
 // Everything a CPU kernel touches in one run. Buffers are dense f32 in the layout of the
 // descriptors the layer was built with.
@@ -91,7 +118,11 @@ class Layer {
       : name_(std::move(name)), inputs_(std::move(inputs)) {}
   virtual ~Layer() = default;
 
+  // The registered kind (the class's kKind, e.g. "Conv2d"): what backends dispatch on.
   virtual std::string_view kind() const = 0;
+  // The name reports and the DOT export show: the kind, unless a layer has a better one
+  // (a CustomOp shows the name its user gave the work).
+  virtual std::string_view label() const { return kind(); }
   const std::string& name() const { return name_; }
   const std::vector<TensorDesc>& inputs() const { return inputs_; }
   const TensorDesc& output() const { return output_; }
@@ -99,12 +130,19 @@ class Layer {
   virtual std::vector<WeightSpec> weight_specs() const { return {}; }
   // Attributes for the DOT export and --info ("64, k3 s1 p1").
   virtual std::string attributes() const { return {}; }
-  // Weights are already checked against weight_specs().
-  virtual std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const = 0;
+  // Default: one operation per output element over dense inputs and output.
+  virtual OpCost cost() const;
+  // The epilogue this layer's kernels can fuse (on every backend).
+  virtual Epilogue supported_epilogue() const { return {}; }
+  // The CPU kernel of `op` (op.layer == this). Weights are already checked against
+  // weight_specs(); the epilogue is within supported_epilogue().
+  virtual std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const = 0;
 
  protected:
   // Called by each layer's constructor once the output shape is known.
   void set_output(Shape shape) { output_ = TensorDesc{name_, std::move(shape), DType::f32}; }
+  // Bytes of the inputs and the output (the traffic of an elementwise op).
+  double activation_bytes() const;
 
  private:
   std::string name_;
@@ -112,4 +150,24 @@ class Layer {
   TensorDesc output_;
 };
 
+// `layer` as the layer class L when it is of L's kind, else null. Kinds are unique, so this is
+// a checked downcast keyed by kind (the engine's fusion rules use it).
+template <typename L>
+const L* layer_cast(const Layer& layer) {
+  return layer.kind() == L::kKind ? static_cast<const L*>(&layer) : nullptr;
+}
+
+// --- layer kinds -------------------------------------------------------------------------------
+
+// Registers a layer kind's name; called once per kind at load time through
+// CGR_REGISTER_LAYER_KIND. A second registration of the same name is a bug and aborts.
+bool register_layer_kind(std::string_view kind);
+bool is_registered_layer_kind(std::string_view kind);
+// Every registered kind, sorted.
+std::vector<std::string> registered_layer_kinds();
+
 }  // namespace cgr
+
+// In the layer's .cpp, inside namespace cgr: CGR_REGISTER_LAYER_KIND(Conv2d);
+#define CGR_REGISTER_LAYER_KIND(Type) \
+  [[maybe_unused]] static const bool cgr_layer_kind_##Type = ::cgr::register_layer_kind(Type::kKind)

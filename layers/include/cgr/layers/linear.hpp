@@ -11,21 +11,28 @@ struct LinearParams {
   bool bias = true;
 };
 
+// The input seen as `rows` rows of in_features values (every dim before the last is a row).
+struct LinearGeometry {
+  std::int64_t rows = 0, in_features = 0, out_features = 0;
+};
+
 class Linear final : public Layer {
  public:
+  static constexpr std::string_view kKind = "Linear";
   Linear(std::string name, const TensorDesc& input, const LinearParams& params);
 
-  std::string_view kind() const override { return "Linear"; }
+  std::string_view kind() const override { return kKind; }
   const LinearParams& params() const { return params_; }
-  std::int64_t in_features() const { return inputs()[0].shape.dims().back(); }
+  const LinearGeometry& geometry() const { return geometry_; }
+  std::int64_t in_features() const { return geometry_.in_features; }
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): cublasSgemm (bias broadcast by a small kernel). ---
+  OpCost cost() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:
   LinearParams params_;
+  LinearGeometry geometry_;
 };
 
 }  // namespace cgr

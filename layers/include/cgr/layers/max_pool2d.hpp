@@ -2,29 +2,25 @@
 // Padding never wins the max (it is -inf, as in PyTorch); NaN in a window gives NaN.
 #pragma once
 
-#include "cgr/layers/layer.hpp"
+#include "cgr/layers/pool2d.hpp"
 
 namespace cgr {
 
 class MaxPool2d final : public Layer {
  public:
+  static constexpr std::string_view kKind = "MaxPool2d";
   MaxPool2d(std::string name, const TensorDesc& input, const Pool2dParams& params);
 
-  std::string_view kind() const override { return "MaxPool2d"; }
-  const Pool2dParams& params() const { return params_; }
+  std::string_view kind() const override { return kKind; }
+  const Pool2dParams& params() const { return params_; }  // stride resolved
+  const Pool2dGeometry& geometry() const { return geometry_; }
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): one thread per output over math::pool_window_axis. ---
+  OpCost cost() const override;
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:
   Pool2dParams params_;
+  Pool2dGeometry geometry_;
 };
-
-// Shared by MaxPool2d and AvgPool2d: fills in the default stride, validates the geometry and
-// returns the output shape; errors name the layer.
-Shape pool2d_output_shape(std::string_view kind, const std::string& name, const TensorDesc& input,
-                          Pool2dParams& params);
-std::string pool2d_attributes(const Pool2dParams& params);
 
 }  // namespace cgr

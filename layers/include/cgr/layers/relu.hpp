@@ -8,12 +8,11 @@ namespace cgr {
 
 class Relu final : public Layer {
  public:
+  static constexpr std::string_view kKind = "ReLU";
   Relu(std::string name, const TensorDesc& input);
 
-  std::string_view kind() const override { return "ReLU"; }
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): an elementwise kernel over math::relu. ---
+  std::string_view kind() const override { return kKind; }
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 };
 
 }  // namespace cgr

@@ -8,13 +8,12 @@ namespace cgr {
 
 class Reshape final : public Layer {
  public:
+  static constexpr std::string_view kKind = "Reshape";
   Reshape(std::string name, const TensorDesc& input, Shape shape);
 
-  std::string_view kind() const override { return "Reshape"; }
+  std::string_view kind() const override { return kKind; }
   std::string attributes() const override;
-  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerWeights& weights) const override;
-
-  // --- GPU emission (CUDA executor): none; the output aliases the input's bytes. ---
+  std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 };
 
 }  // namespace cgr

@@ -1,0 +1,141 @@
+// The explicit graph's steps. A capture learns which nodes it added by comparing the graph's
+// nodes with those already known (the capture API reports only its tails), and learns its
+// tails from cudaStreamGetCaptureInfo before the capture ends, with the data of the edges a
+// successor would get (asking without it fails as a lossy query when edges are not default).
+#include "cgr/capture/explicit_graph.hpp"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "cgr/capture/cuda_check.hpp"
+#include "cgr/error.hpp"
+
+namespace cgr::capture {
+
+Dependencies Dependencies::after(std::span<const Segment* const> segments) {
+  std::map<cudaGraphNode_t, cudaGraphEdgeData> unique;
+  for (const Segment* segment : segments) {
+    for (std::size_t t = 0; t < segment->tails.size(); ++t) {
+      unique.emplace(segment->tails[t], segment->tail_edges[t]);
+    }
+  }
+  Dependencies deps;
+  for (const auto& [tail, edge] : unique) {
+    deps.nodes.push_back(tail);
+    deps.edges.push_back(edge);
+  }
+  return deps;
+}
+
+ExplicitGraph::ExplicitGraph() {
+  cudaGraph_t root = nullptr;
+  CGR_CUDA_CHECK(cudaGraphCreate(&root, 0));
+  graphs_.push_back(root);
+  known_.emplace_back();
+}
+
+ExplicitGraph::~ExplicitGraph() {
+  release();
+}
+
+ExplicitGraph::ExplicitGraph(ExplicitGraph&& other) noexcept
+    : graphs_(std::exchange(other.graphs_, {})), known_(std::exchange(other.known_, {})) {}
+
+ExplicitGraph& ExplicitGraph::operator=(ExplicitGraph&& other) noexcept {
+  if (this != &other) {
+    release();
+    graphs_ = std::exchange(other.graphs_, {});
+    known_ = std::exchange(other.known_, {});
+  }
+  return *this;
+}
+
+void ExplicitGraph::release() noexcept {
+  // The bodies of conditional nodes belong to the root and go with it.
+  if (!graphs_.empty()) CGR_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graphs_.front()));
+  graphs_.clear();
+  known_.clear();
+}
+
+Segment ExplicitGraph::add_node(int index, const Dependencies& deps,
+                                const cudaGraphNodeParams& params) {
+  cudaGraphNodeParams copy = params;  // cudaGraphAddNode may write outputs into it
+  cudaGraphNode_t node = nullptr;
+  CGR_CUDA_CHECK(cudaGraphAddNode(&node, graph(index), deps.nodes.data(), deps.edges.data(),
+                                  deps.nodes.size(), &copy));
+  known_[static_cast<std::size_t>(index)].insert(node);
+  return {{node}, {node}, {cudaGraphEdgeData{}}};
+}
+
+cudaGraphConditionalHandle ExplicitGraph::create_condition(int index) {
+  cudaGraphConditionalHandle handle = 0;
+  CGR_CUDA_CHECK(
+      cudaGraphConditionalHandleCreate(&handle, graph(index), 0, cudaGraphCondAssignDefault));
+  return handle;
+}
+
+Segment ExplicitGraph::add_if(int index, const Dependencies& deps,
+                              cudaGraphConditionalHandle condition) {
+  cudaGraphNodeParams params{};  // unused bytes must be zero
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = condition;
+  params.conditional.type = cudaGraphCondTypeIf;
+  params.conditional.size = 1;
+  cudaGraphNode_t node = nullptr;
+  CGR_CUDA_CHECK(cudaGraphAddNode(&node, graph(index), deps.nodes.data(), deps.edges.data(),
+                                  deps.nodes.size(), &params));
+  known_[static_cast<std::size_t>(index)].insert(node);
+  graphs_.push_back(params.conditional.phGraph_out[0]);
+  known_.emplace_back();
+  return {{node}, {node}, {cudaGraphEdgeData{}}};
+}
+
+Segment ExplicitGraph::capture(int index, const Dependencies& deps, cudaStream_t stream,
+                               std::string_view what,
+                               const std::function<void(cudaStream_t)>& work) {
+  cudaGraph_t g = graph(index);
+  CGR_CUDA_CHECK(cudaStreamBeginCaptureToGraph(stream, g, deps.nodes.data(), deps.edges.data(),
+                                               deps.nodes.size(),
+                                               cudaStreamCaptureModeThreadLocal));
+  Segment segment;
+  try {
+    work(stream);
+    cudaStreamCaptureStatus status{};
+    const cudaGraphNode_t* tail = nullptr;
+    const cudaGraphEdgeData* tail_edges = nullptr;
+    std::size_t count = 0;
+    CGR_CUDA_CHECK(
+        cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &tail, &tail_edges, &count));
+    if (status != cudaStreamCaptureStatusActive) {
+      fail("cuda graph: the capture of '{}' was invalidated (capture status {})", what,
+           static_cast<int>(status));
+    }
+    segment.tails.assign(tail, tail + count);
+    segment.tail_edges.resize(count);  // zero: default edges
+    if (tail_edges != nullptr) segment.tail_edges.assign(tail_edges, tail_edges + count);
+  } catch (...) {
+    cudaGraph_t ignored = nullptr;
+    (void)cudaStreamEndCapture(stream, &ignored);
+    throw;
+  }
+  cudaGraph_t captured = nullptr;
+  CGR_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
+  std::size_t total = 0;
+  CGR_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &total));
+  std::vector<cudaGraphNode_t> nodes(total);
+  CGR_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &total));
+  auto& seen = known_[static_cast<std::size_t>(index)];
+  for (cudaGraphNode_t node : nodes) {
+    if (seen.insert(node).second) segment.nodes.push_back(node);
+  }
+  // Work that captured nothing (e.g. an op with no elements) leaves its dependencies as what
+  // comes after it waits for.
+  if (segment.nodes.empty()) {
+    segment.tails = deps.nodes;
+    segment.tail_edges = deps.edges;
+  }
+  return segment;
+}
+
+}  // namespace cgr::capture

@@ -1,0 +1,151 @@
+// dag and stream-graph: the construction plan (cgr::CudaGraphPlan, built from the compiled
+// engine without a device) turned into a real graph, node by node, each after exactly the tail
+// nodes of its planned dependencies (cgr::capture::ExplicitGraph). dag adds cgr's kernels as
+// kernel nodes and captures library work; stream-graph captures everything, as a capture of
+// the whole network on one stream would, along the plan's one chain per graph. Kernel nodes of
+// critical ops get the highest priority (instantiated with
+// cudaGraphInstantiateFlagUseNodePriority).
+#include <vector>
+
+#include "cgr/error.hpp"
+#include "context.hpp"
+
+namespace cgr::cuda {
+
+class GraphBuilder {
+ public:
+  GraphBuilder(CudaContext& context, bool copies)
+      : context_(context),
+        copies_(copies),
+        serialize_(context.engine().options.mode == Mode::stream_graph) {}
+
+  CudaContext::BuiltGraph build() {
+    const detail::CompiledEngine& engine = context_.engine();
+    CudaContext::BuiltGraph built{capture::ExplicitGraph(),
+                                  detail::plan_cuda_graph(engine, engine.options.mode, copies_),
+                                  {}};
+    capture::ExplicitGraph& graph = built.graph;
+    std::vector<cudaGraphConditionalHandle> conditions(engine.exits.size(), 0);
+    built.segments.reserve(built.plan.nodes.size());
+    cudaStream_t stream = context_.stream_.get();
+    for (const CudaGraphPlan::Node& node : built.plan.nodes) {
+      std::vector<const capture::Segment*> predecessors;
+      for (int d : node.dependencies)
+        predecessors.push_back(&built.segments[static_cast<std::size_t>(d)]);
+      const capture::Dependencies deps = capture::Dependencies::after(predecessors);
+      capture::Segment segment;
+      switch (node.kind) {
+        case CudaGraphPlan::Kind::copy_in:
+          segment = graph.capture(node.graph, deps, stream, node.name,
+                                  [&](cudaStream_t s) { context_.copy_inputs(s); });
+          break;
+        case CudaGraphPlan::Kind::copy_out:
+          segment = graph.capture(node.graph, deps, stream, node.name,
+                                  [&](cudaStream_t s) { context_.copies_after(node.op, s); });
+          break;
+        case CudaGraphPlan::Kind::conditional:
+          // Exit k's IF node opens graph k + 1: the nested bodies are built in exit order.
+          if (graph.graph_count() != node.exit + 1) {
+            fail("cuda graph: IF node of exit {} built out of order", node.exit);
+          }
+          segment = graph.add_if(node.graph, deps, conditions[static_cast<std::size_t>(node.exit)]);
+          break;
+        case CudaGraphPlan::Kind::op:
+          segment = add_op(graph, node, deps, conditions);
+          break;
+      }
+      built.segments.push_back(std::move(segment));
+    }
+    return built;
+  }
+
+ private:
+  capture::Segment add_op(capture::ExplicitGraph& graph, const CudaGraphPlan::Node& node,
+                          const capture::Dependencies& deps,
+                          std::vector<cudaGraphConditionalHandle>& conditions) {
+    const bool sets_condition = node.exit >= 0;
+    cudaGraphConditionalHandle condition = 0;
+    if (sets_condition) {
+      // The condition belongs to the graph that holds the IF node (the decision's graph); 0 at
+      // every launch: the body runs only when the decision sets 1.
+      condition = graph.create_condition(node.graph);
+      conditions[static_cast<std::size_t>(node.exit)] = condition;
+    }
+    const auto& described = context_.described_launches_[static_cast<std::size_t>(node.op)];
+    capture::Segment segment;
+    if (described && !serialize_) {
+      const std::vector<KernelLaunch> launches =
+          sets_condition
+              ? std::vector<KernelLaunch>{context_.decision_launch(node.op, true, condition)}
+              : *described;
+      segment = add_kernels(graph, node, deps, launches);
+    } else {
+      segment = graph.capture(
+          node.graph, deps, context_.stream_.get(), node.name,
+          [&](cudaStream_t s) { context_.enqueue_op(node.op, s, sets_condition, condition); });
+    }
+    if (node.critical) prioritize(segment);
+    return segment;
+  }
+
+  // cgr's own kernels: one kernel node per launch (cudaGraphAddNode with the launch's
+  // function, grid, block and arguments), each after exactly `deps`: siblings of one op.
+  capture::Segment add_kernels(capture::ExplicitGraph& graph, const CudaGraphPlan::Node& node,
+                               const capture::Dependencies& deps,
+                               const std::vector<KernelLaunch>& launches) {
+    capture::Segment segment;
+    for (const KernelLaunch& launch : launches) {
+      if (launch.status != cudaSuccess) {
+        fail("cuda graph: the kernel of '{}' refused its arguments: {} ({})", node.name,
+             cudaGetErrorString(launch.status), cudaGetErrorName(launch.status));
+      }
+      if (launch.empty()) continue;
+      auto arguments = launch.argument_pointers();
+      cudaGraphNodeParams params{};  // unused bytes must be zero
+      params.type = cudaGraphNodeTypeKernel;
+      params.kernel.func = const_cast<void*>(launch.function);
+      params.kernel.gridDim = launch.grid;
+      params.kernel.blockDim = launch.block;
+      params.kernel.sharedMemBytes = launch.shared_bytes;
+      params.kernel.kernelParams = arguments.data();
+      params.kernel.extra = nullptr;
+      const capture::Segment added = graph.add_node(node.graph, deps, params);
+      segment.nodes.insert(segment.nodes.end(), added.nodes.begin(), added.nodes.end());
+      segment.tails.insert(segment.tails.end(), added.tails.begin(), added.tails.end());
+      segment.tail_edges.insert(segment.tail_edges.end(), added.tail_edges.begin(),
+                                added.tail_edges.end());
+    }
+    if (segment.nodes.empty()) {  // nothing to launch: what follows waits for `deps`
+      segment.tails = deps.nodes;
+      segment.tail_edges = deps.edges;
+    }
+    return segment;
+  }
+
+  void prioritize(const capture::Segment& segment) const {
+    for (cudaGraphNode_t node : segment.nodes) {
+      cudaGraphNodeType type{};
+      CGR_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type != cudaGraphNodeTypeKernel) continue;
+      cudaLaunchAttributeValue value{};
+      value.priority = context_.greatest_priority_;
+      CGR_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributePriority, &value));
+    }
+  }
+
+  CudaContext& context_;
+  const bool copies_, serialize_;
+};
+
+void CudaContext::ensure_graph(bool copies) {
+  GraphExec& exec = copies ? full_exec_ : compute_exec_;
+  if (exec) return;
+  BuiltGraph built = GraphBuilder(*this, copies).build();
+  cudaGraphExec_t instance = nullptr;
+  CGR_CUDA_CHECK(
+      cudaGraphInstantiate(&instance, built.graph.root(), cudaGraphInstantiateFlagUseNodePriority));
+  exec = GraphExec(instance);
+  (copies ? full_graph_ : compute_graph_) = std::move(built);
+}
+
+}  // namespace cgr::cuda

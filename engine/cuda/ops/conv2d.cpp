@@ -1,0 +1,175 @@
+// Conv2d (with BatchNorm folded in, an optional residual and an optional ReLU) as one cuDNN
+// call: cudnnConvolutionBiasActivationForward computes act(conv(x) + z + bias). The legacy
+// API is deprecated in cuDNN 9 but works and is captured by the major frameworks; it stays
+// behind this one op so the backend API can replace it.
+//
+// Descriptors, algorithm and workspace size are fixed when the op is made; enqueue() only
+// binds the stream and issues the call, so it can be captured. cuDNN's legacy API pads
+// symmetrically: an asymmetric padding is applied by cgr's pad kernel (pad2d.cu) into the op's
+// workspace first, and the convolution then runs unpadded.
+#include <memory>
+#include <vector>
+
+#include "cgr/error.hpp"
+#include "cgr/layers/conv2d.hpp"
+#include "device_memory.hpp"
+#include "gpu_op.hpp"
+#include "library_check.hpp"
+#include "pad2d.hpp"
+
+namespace cgr::cuda {
+namespace {
+
+template <typename Handle, cudnnStatus_t (*Destroy)(Handle)>
+struct CudnnDescriptor {
+  Handle handle = nullptr;
+  CudnnDescriptor() = default;
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+  ~CudnnDescriptor() {
+    if (handle != nullptr) (void)Destroy(handle);
+  }
+};
+
+using TensorDescriptor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
+using FilterDescriptor = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
+using ConvDescriptor = CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+using ActivationDescriptor = CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+
+int to_int(std::int64_t value, const Conv2d& conv) {
+  if (value < 0 || value > (std::int64_t{1} << 31) - 1) {
+    fail("Conv2d '{}': size {} does not fit cuDNN's int parameters", conv.name(), value);
+  }
+  return static_cast<int>(value);
+}
+
+class CudnnConvOp final : public GpuOp {
+ public:
+  CudnnConvOp(const Conv2d& conv, const LayerOp& op, const GpuOpBuild& options)
+      : residual_(op.epilogue.residual) {
+    const Conv2dGeometry& g = conv.geometry();
+    auto i = [&](std::int64_t v) { return to_int(v, conv); };
+
+    // Asymmetric padding: pad into the workspace, then convolve unpadded.
+    explicit_pad_ = !(g.pad_top == g.pad_bottom && g.pad_left == g.pad_right);
+    std::int64_t conv_h = g.in_h, conv_w = g.in_w;
+    int pad_h = i(g.pad_top), pad_w = i(g.pad_left);
+    if (explicit_pad_) {
+      conv_h = g.in_h + g.pad_top + g.pad_bottom;
+      conv_w = g.in_w + g.pad_left + g.pad_right;
+      pad_h = pad_w = 0;
+      pad_geometry_ = {g.batch * g.in_channels, g.in_h, g.in_w, conv_h, conv_w, g.pad_top, g.pad_left};
+      padded_bytes_ = static_cast<std::size_t>(g.batch * g.in_channels * conv_h * conv_w) * sizeof(float);
+      padded_bytes_ = (padded_bytes_ + 255) / 256 * 256;
+    }
+
+    CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_.handle));
+    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.batch),
+                                               i(g.in_channels), i(conv_h), i(conv_w)));
+    CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_.handle));
+    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.batch),
+                                               i(g.out_channels), i(g.out_h), i(g.out_w)));
+    CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc_.handle));
+    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                               i(g.out_channels), 1, 1));
+    CGR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_.handle));
+    CGR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_.handle, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                               i(g.out_channels), i(g.in_channels / g.groups),
+                                               i(g.kernel_h), i(g.kernel_w)));
+    CGR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_.handle));
+    CGR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_.handle, pad_h, pad_w, i(g.stride_h),
+                                                    i(g.stride_w), i(g.dilation_h), i(g.dilation_w),
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CGR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_.handle, i(g.groups)));
+    // FMA math keeps fp32 exact to the CPU reference; TF32 tensor cores only when asked.
+    CGR_CUDNN_CHECK(cudnnSetConvolutionMathType(
+        conv_.handle, options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    int n = 0, c = 0, h = 0, w = 0;
+    CGR_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_.handle, x_.handle, w_.handle, &n, &c, &h, &w));
+    if (n != g.batch || c != g.out_channels || h != g.out_h || w != g.out_w) {
+      fail("Conv2d '{}': cuDNN computes an output of {}x{}x{}x{}, cgr {}", conv.name(), n, c, h, w,
+           conv.output().shape.to_string());
+    }
+    CGR_CUDNN_CHECK(cudnnCreateActivationDescriptor(&activation_.handle));
+    CGR_CUDNN_CHECK(cudnnSetActivationDescriptor(
+        activation_.handle, op.epilogue.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+        CUDNN_PROPAGATE_NAN, 0.0));
+
+    // The fused call accepts IDENTITY only with IMPLICIT_PRECOMP_GEMM; with ReLU take
+    // cuDNN's heuristic choice (no timing runs: the engine may be built under load) among the
+    // GEMM algorithms: FFT and Winograd round differently from a direct convolution and FFT's
+    // workspaces run to hundreds of MiB, one per op.
+    algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    if (op.epilogue.relu) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int returned = 0;
+      CGR_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(options.cudnn, x_.handle, w_.handle,
+                                                             conv_.handle, y_.handle,
+                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                             &returned, perf));
+      for (int k = 0; k < returned; ++k) {
+        const bool gemm = perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+                          perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+                          perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+        if (perf[k].status == CUDNN_STATUS_SUCCESS && gemm &&
+            (options.allow_tf32 || perf[k].mathType == CUDNN_FMA_MATH ||
+             perf[k].mathType == CUDNN_DEFAULT_MATH)) {
+          algorithm_ = perf[k].algo;
+          break;
+        }
+      }
+    }
+    CGR_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(options.cudnn, x_.handle, w_.handle,
+                                                            conv_.handle, y_.handle, algorithm_,
+                                                            &cudnn_workspace_));
+
+    weight_ = std::make_unique<DeviceFloats>(op.folded_weight);
+    // The fused call needs a bias: zeros when the conv has none and no BatchNorm was folded.
+    std::vector<float> full_bias(op.folded_bias.begin(), op.folded_bias.end());
+    full_bias.resize(static_cast<std::size_t>(g.out_channels), 0.0f);
+    bias_ = std::make_unique<DeviceFloats>(full_bias);
+  }
+
+  std::size_t workspace_bytes() const override { return padded_bytes_ + cudnn_workspace_; }
+
+  void enqueue(cudaStream_t stream, const GpuBuffers& b, const LibraryHandles& h) const override {
+    const float* x = b.inputs[0];
+    auto* workspace = static_cast<unsigned char*>(b.workspace);
+    if (explicit_pad_) {
+      CGR_CUDA_CHECK(pad2d(x, reinterpret_cast<float*>(workspace), pad_geometry_, stream));
+      x = reinterpret_cast<const float*>(workspace);
+    }
+    CGR_CUDNN_CHECK(cudnnSetStream(h.cudnn, stream));
+    const float one = 1.0f;
+    const float residual_scale = residual_ ? 1.0f : 0.0f;
+    // Without a residual, z aliases y with a zero scale (cuDNN allows z == y).
+    const void* z = residual_ ? static_cast<const void*>(b.inputs[1]) : static_cast<const void*>(b.output);
+    CGR_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
+        h.cudnn, &one, x_.handle, x, w_.handle, weight_->get(), conv_.handle, algorithm_,
+        cudnn_workspace_ > 0 ? workspace + padded_bytes_ : nullptr, cudnn_workspace_,
+        &residual_scale, y_.handle, z, bias_desc_.handle, bias_->get(), activation_.handle,
+        y_.handle, b.output));
+  }
+
+ private:
+  bool residual_;
+  bool explicit_pad_ = false;
+  Pad2dGeometry pad_geometry_;
+  std::size_t padded_bytes_ = 0;
+  std::size_t cudnn_workspace_ = 0;
+  cudnnConvolutionFwdAlgo_t algorithm_{};
+  TensorDescriptor x_, y_, bias_desc_;
+  FilterDescriptor w_;
+  ConvDescriptor conv_;
+  ActivationDescriptor activation_;
+  std::unique_ptr<DeviceFloats> weight_, bias_;
+};
+
+std::unique_ptr<GpuOp> make_conv(const Conv2d& conv, const GpuOpBuild& build) {
+  return std::make_unique<CudnnConvOp>(conv, build.op, build);
+}
+
+const GpuOpRegistration<Conv2d> conv_op(make_conv);
+
+}  // namespace
+}  // namespace cgr::cuda

@@ -1,0 +1,147 @@
+// Engine::build: lower the network into ops, plan the exits, declare the inputs and outputs,
+// derive the dependency graph and the op facts, have the device's backend make the ops'
+// executables, then plan the activation arena (workspaces included). The Network and Weights
+// are not needed after it returns.
+#include <algorithm>
+
+#include "build_steps.hpp"
+#include "cgr/backend/backend.hpp"
+#include "cgr/engine.hpp"
+#include "cgr/error.hpp"
+
+namespace cgr {
+namespace detail {
+namespace {
+
+void declare_inputs_outputs(const Network& network, CompiledEngine& engine) {
+  for (Value v : network.inputs()) {
+    engine.input_descs.push_back(network.desc(v));
+    engine.input_values.push_back(v.id);
+    engine.values[v.id].persistent = true;
+  }
+  for (const auto& [name, v] : network.outputs()) {
+    TensorDesc desc = network.desc(v);
+    desc.name = name;
+    engine.output_descs.push_back(std::move(desc));
+    engine.output_values.push_back(v.id);
+    engine.values[v.id].persistent = true;
+  }
+  for (const auto& exit : engine.exits) {
+    TensorDesc desc = network.desc(Value{exit.logits_value});
+    desc.name = exit.name;
+    engine.output_descs.push_back(std::move(desc));
+    engine.output_values.push_back(exit.logits_value);
+    engine.values[exit.logits_value].persistent = true;
+  }
+  // Which outputs each op produces: what is copied out after it.
+  for (std::size_t o = 0; o < engine.output_values.size(); ++o) {
+    const int producer = engine.values[static_cast<std::size_t>(engine.output_values[o])].producer;
+    if (producer >= 0)
+      engine.ops[static_cast<std::size_t>(producer)].copied_outputs.push_back(static_cast<int>(o));
+  }
+}
+
+// The hazard analysis of the ops. Exit k's decision writes the pseudo-resource gate_k and
+// every op it gates reads it: that turns into the control edges of ExitPolicy::early.
+Graph dependency_graph(const CompiledEngine& engine) {
+  const int gate_resource = static_cast<int>(engine.values.size());
+  std::vector<OpAccess> accesses;
+  for (const auto& op : engine.ops) {
+    OpAccess access{op.name, op.kind, op.inputs, {op.output}};
+    for (std::size_t k = 0; k < engine.exits.size(); ++k) {
+      if (op.gated_by & (1u << k)) access.reads.push_back(gate_resource + static_cast<int>(k));
+    }
+    if (op.decides_exit >= 0 && engine.early_exits()) {
+      access.writes.push_back(gate_resource + op.decides_exit);
+    }
+    accesses.push_back(std::move(access));
+  }
+  return Graph(std::move(accesses));
+}
+
+// One workspace value per op whose executable needs scratch.
+void add_workspaces(CompiledEngine& engine) {
+  for (std::size_t index = 0; index < engine.ops.size(); ++index) {
+    const std::size_t bytes = engine.program->workspace_bytes(static_cast<int>(index));
+    if (bytes == 0) continue;
+    auto& op = engine.ops[index];
+    EngineValue workspace;
+    workspace.desc = TensorDesc{op.name + ".workspace",
+                                Shape{static_cast<std::int64_t>((bytes + 3) / 4)}, DType::f32};
+    workspace.bytes = bytes;
+    workspace.producer = static_cast<int>(index);
+    op.workspace = static_cast<int>(engine.values.size());
+    engine.values.push_back(std::move(workspace));
+  }
+}
+
+// Every value that exists at run time gets its offset: inputs, op outputs, workspaces.
+void plan_arena(CompiledEngine& engine, std::size_t alignment) {
+  std::vector<EngineValue*> planned;
+  std::vector<PlannedValue> plan_input;
+  for (auto& value : engine.values) {
+    if (value.producer < 0 && !value.persistent) continue;  // pruned or fused away
+    planned.push_back(&value);
+    plan_input.push_back({value.desc.name, value.bytes, value.producer, {}, value.persistent});
+  }
+  std::vector<int> plan_index(engine.values.size(), -1);
+  for (std::size_t k = 0; k < planned.size(); ++k) {
+    plan_index[static_cast<std::size_t>(planned[k] - engine.values.data())] = static_cast<int>(k);
+  }
+  for (std::size_t op = 0; op < engine.ops.size(); ++op) {
+    for (int in : engine.ops[op].inputs) {
+      auto& readers = plan_input[static_cast<std::size_t>(plan_index[in])].readers;
+      if (readers.empty() || readers.back() != static_cast<int>(op)) {
+        readers.push_back(static_cast<int>(op));
+      }
+    }
+    if (engine.ops[op].workspace >= 0) {
+      plan_input[static_cast<std::size_t>(plan_index[engine.ops[op].workspace])].readers.push_back(
+          static_cast<int>(op));
+    }
+  }
+  engine.plan = plan_memory(engine.graph, plan_input, alignment);
+  for (std::size_t k = 0; k < planned.size(); ++k)
+    planned[k]->offset = engine.plan.offsets[k];
+}
+
+}  // namespace
+}  // namespace detail
+
+Engine Engine::build(const Network& network, const Weights& weights, const EngineOptions& options) {
+  if (options.device == Device::cuda) {
+    // Says "no CUDA device: ..." on a machine without one or in a build without CUDA.
+    if (std::string reason = cuda_unavailable_reason(); !reason.empty()) throw Error(reason);
+  } else if (options.mode == Mode::stream_graph) {
+    fail("mode stream-graph exists only on the cuda device (cpu modes: dag, eager)");
+  }
+  const detail::Backend* backend = detail::find_backend(options.device);
+  if (backend == nullptr) fail("this cgr has no backend for device {}", to_string(options.device));
+  if (network.outputs().empty()) fail("the network declares no output (call Network::output)");
+  if (!(options.threshold == options.threshold)) fail("the exit threshold is NaN");
+
+  auto engine = std::make_shared<detail::CompiledEngine>();
+  engine->options = options;
+  std::vector<LayerOp> layer_ops = detail::lower_network(network, weights, *engine);
+  detail::plan_exits(network, *engine, layer_ops);
+  detail::declare_inputs_outputs(network, *engine);
+  engine->graph = detail::dependency_graph(*engine);
+  detail::estimate_costs(network, *engine);
+  engine->program = backend->compile(*engine, layer_ops);
+  detail::add_workspaces(*engine);
+  detail::plan_arena(*engine, backend->arena_alignment());
+
+  auto& info = engine->info;
+  info.ops = engine->graph.op_count();
+  info.edges = static_cast<int>(engine->graph.edges().size());
+  info.critical_path = engine->graph.critical_path_length();
+  info.critical_path_us = engine->critical_path_us;
+  info.max_width = engine->graph.max_width();
+  info.arena_bytes = engine->plan.arena_bytes;
+  info.activation_bytes = engine->plan.total_bytes;
+  for (const auto& [name, tensor] : weights.tensors())
+    info.weight_bytes += tensor.bytes().size();
+  return Engine(std::move(engine));
+}
+
+}  // namespace cgr

@@ -1,0 +1,124 @@
+// The ONNX importer: the graph walk (import.cpp) and the table of op handlers it dispatches to,
+// one per ONNX op type, each registered in the file of its op family:
+//   ops_nn.cpp           Conv, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool,
+//                        Gemm, MatMul
+//   ops_elementwise.cpp  Relu, Clip, Add
+//   ops_tensor.cpp       Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity,
+//                        Dropout, Constant, Pad, Softmax, and the shape arithmetic (Shape,
+//                        Gather, Slice, Cast, ConstantOfShape) folded on constants (fold.cpp)
+// supported_onnx_ops() is the table's keys, so the published list cannot drift from what the
+// importer dispatches.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cgr/onnx.hpp"
+#include "onnx/proto_util.hpp"
+
+namespace cgr::onnx_import {
+
+// Window sizes, strides, dilations and pads beyond this are corrupt files, not models; the
+// bound keeps the window arithmetic far from int64 overflow.
+constexpr std::int64_t kGeometryLimit = std::int64_t{1} << 20;
+
+// A Pad whose consumer decides what it becomes: a Conv absorbs it into its padding; anything
+// else materialises it as a Pad2d layer.
+struct PendingPad {
+  Value input;
+  Padding2d padding;
+  std::string layer_name;
+  std::optional<Value> materialized;
+};
+
+class Importer;
+
+// Imports `node` (the index-th of the graph; `label` names it in messages) into the importer's
+// network, or fails with a message that names the node, the op type and the attribute.
+using OpHandler = void (*)(Importer& importer, const ::onnx::NodeProto& node, int index,
+                           const std::string& label);
+
+// Registers the handler of one ONNX op type (once per type; a second one aborts).
+bool register_op(std::string_view op_type, OpHandler handler);
+
+class Importer {
+ public:
+  Importer(const ::onnx::ModelProto& model, std::string what, const OnnxImportOptions& options);
+  OnnxModel run();
+
+  // --- what the op handlers use ---------------------------------------------------------
+  Network& network() { return result_.network; }
+  int opset() const { return result_.opset; }
+
+  // The computed tensor `name` (a pending Pad is materialised). Error when it is a constant
+  // or nothing produced it.
+  Value value(const std::string& name, const std::string& label);
+  bool is_constant(const std::string& name) const { return constants_.contains(name); }
+  // The constant `name`; Error naming `role` when it is not one.
+  const ConstantTensor& constant(const std::string& name, const std::string& label,
+                                 std::string_view role);
+  // Input `index` of `node` as a constant, or null when the optional input is absent.
+  const ConstantTensor* optional_constant(const ::onnx::NodeProto& node, int index,
+                                          const std::string& label, std::string_view role);
+  void set_constant(const std::string& name, ConstantTensor tensor);
+  // The unmaterialised Pad that produced `name`, or null.
+  const PendingPad* pending_pad(const std::string& name) const;
+  void defer_pad(const std::string& name, PendingPad pad) { pads_[name] = std::move(pad); }
+
+  // ONNX tensor `name` is the cgr value `v` / the same as `in` (constant or computed).
+  void bind(const std::string& name, Value v) { values_[name] = v; }
+  void alias(const std::string& out, const std::string& in, const std::string& label);
+
+  // A unique layer name: PyTorch's module path when the weight kept its state_dict name,
+  // else the node name, else op type and index.
+  std::string layer_name(const ::onnx::NodeProto& node, int index,
+                         const std::string& weight_initializer = {});
+  void add_weight(const std::string& layer, const std::string& suffix, const Shape& shape,
+                  std::vector<float> values);
+
+  // Checks that outputs past the first are unused (BatchNorm stats, MaxPool indices, masks).
+  void only_first_output(const ::onnx::NodeProto& node, const std::string& label);
+  static void need_inputs(const ::onnx::NodeProto& node, const std::string& label, int low,
+                          int high);
+  // Input 0 of `node`, which must be 4-D (N x C x H x W).
+  Value spatial_input(const ::onnx::NodeProto& node, const std::string& label);
+  // Pads from `pads` / `auto_pad` for a 2-D window, as (top, left, bottom, right).
+  static Padding2d window_padding(const Attributes& attrs, const Shape& input, Size2 kernel,
+                                  Size2 stride, Size2 dilation);
+  static Size2 pair_attribute(const Attributes& attrs, std::string_view name,
+                              std::int64_t fallback);
+
+ private:
+  void read_opset();
+  void count_consumers();
+  void declare_inputs();
+  void declare_outputs();
+  void import_node(const ::onnx::NodeProto& node, int index);
+  // Shape arithmetic on constants folds away at import.
+  bool try_fold(const ::onnx::NodeProto& node, const std::string& label);
+
+  const ::onnx::ModelProto& model_proto_;
+  const ::onnx::GraphProto& graph_;
+  std::string what_;
+  const OnnxImportOptions& options_;
+  OnnxModel result_;
+  std::map<std::string, Value> values_;
+  std::map<std::string, ConstantTensor> constants_;
+  std::map<std::string, PendingPad> pads_;
+  std::map<std::string, int> consumers_;
+  std::set<std::string> taken_names_;
+};
+
+}  // namespace cgr::onnx_import
+
+// In an ops file, inside namespace cgr::onnx_import: CGR_ONNX_OP("Relu", import_relu);
+#define CGR_ONNX_OP_NAME_(line) cgr_onnx_op_##line
+#define CGR_ONNX_OP_NAME(line) CGR_ONNX_OP_NAME_(line)
+#define CGR_ONNX_OP(op_type, handler) \
+  [[maybe_unused]] static const bool CGR_ONNX_OP_NAME(__LINE__) = register_op(op_type, handler)

@@ -1,0 +1,69 @@
+// ONNX elementwise ops: Relu, Clip (ReLU when it is max(x, 0)), Add (of two computed tensors,
+// or of a constant broadcast to the other operand).
+#include <limits>
+
+#include "cgr/error.hpp"
+#include "onnx/importer.hpp"
+
+namespace cgr::onnx_import {
+namespace {
+
+void import_relu(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 1, 1);
+  im.bind(node.output(0),
+          im.network().relu(im.value(node.input(0), label), im.layer_name(node, index)));
+}
+
+void import_clip(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  ClipParams p;
+  if (im.opset() < 11) {
+    Attributes attrs(node, label, {"min", "max"});
+    p.low = attrs.get_float("min", p.low);
+    p.high = attrs.get_float("max", p.high);
+  } else {
+    Attributes attrs(node, label, {});
+    Importer::need_inputs(node, label, 1, 3);
+    auto scalar = [&](int i, float fallback) {
+      const ConstantTensor* t = im.optional_constant(node, i, label, i == 1 ? "min" : "max");
+      if (t == nullptr) return fallback;
+      if (t->shape.numel() != 1) fail("{}: '{}' must be a scalar", label, node.input(i));
+      return t->is_float ? t->floats[0] : static_cast<float>(t->ints[0]);
+    };
+    p.low = scalar(1, p.low);
+    p.high = scalar(2, p.high);
+  }
+  const Value x = im.value(node.input(0), label);
+  const std::string name = im.layer_name(node, index);
+  if (p.low == 0.0f && p.high == std::numeric_limits<float>::infinity()) {
+    return im.bind(node.output(0), im.network().relu(x, name));
+  }
+  im.bind(node.output(0), im.network().clip(x, p, name));
+}
+
+void import_add(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  const bool a_const = im.is_constant(node.input(0)), b_const = im.is_constant(node.input(1));
+  if (a_const && b_const) fail("{}: adding two constants is not supported", label);
+  if (!a_const && !b_const) {
+    const Value a = im.value(node.input(0), label), b = im.value(node.input(1), label);
+    return im.bind(node.output(0), im.network().add(a, b, im.layer_name(node, index)));
+  }
+  // x + c with a constant c broadcast to x.
+  const std::string& computed = a_const ? node.input(1) : node.input(0);
+  const ConstantTensor& c = im.constant(a_const ? node.input(0) : node.input(1), label, "addend");
+  std::vector<float> values =
+      c.is_float ? c.floats : std::vector<float>(c.ints.begin(), c.ints.end());
+  const std::string name = im.layer_name(node, index);
+  const Value y = im.network().add_constant(im.value(computed, label), c.shape, name);
+  im.add_weight(name, "constant", c.shape, std::move(values));
+  im.bind(node.output(0), y);
+}
+
+CGR_ONNX_OP("Relu", import_relu);
+CGR_ONNX_OP("Clip", import_clip);
+CGR_ONNX_OP("Add", import_add);
+
+}  // namespace
+}  // namespace cgr::onnx_import

@@ -1,0 +1,240 @@
+// ONNX ops with weights or windows: Conv (a Pad feeding it folds into its padding),
+// BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, and Gemm / MatMul with a
+// constant weight as Linear.
+#include <optional>
+
+#include "cgr/error.hpp"
+#include "onnx/importer.hpp"
+
+namespace cgr::onnx_import {
+namespace {
+
+void import_conv(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label,
+                   {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  Importer::need_inputs(node, label, 2, 3);
+  // A Pad feeding only convs is folded into their padding.
+  std::optional<Padding2d> extra;
+  Value x;
+  if (const PendingPad* pad = im.pending_pad(node.input(0))) {
+    x = pad->input;
+    extra = pad->padding;
+    if (im.network().desc(x).shape.rank() != 4)
+      fail("{}: only 2-D convolutions are supported", label);
+  } else {
+    x = im.spatial_input(node, label);
+  }
+  const ConstantTensor& w = im.constant(node.input(1), label, "weight");
+  if (w.shape.rank() != 4 || !w.is_float) {
+    fail("{}: weight '{}' has shape {}; only 2-D convolutions (4-D float weights) are supported",
+         label, node.input(1), w.shape.to_string());
+  }
+  const Shape in_shape = im.network().desc(x).shape;
+  const Size2 kernel = Importer::pair_attribute(attrs, "kernel_shape", 0);
+  if (attrs.has("kernel_shape") && (kernel.h != w.shape[2] || kernel.w != w.shape[3])) {
+    attrs.unsupported("kernel_shape", fmt::format("{} disagrees with the weight shape {}",
+                                                  to_string(kernel), w.shape.to_string()));
+  }
+  Conv2dParams p;
+  p.out_channels = w.shape[0];
+  p.kernel = Size2(w.shape[2], w.shape[3]);
+  p.stride = Importer::pair_attribute(attrs, "strides", 1);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1);
+  p.groups = attrs.get_int("group", 1);
+  if (p.groups <= 0 || p.groups > in_shape[1]) {
+    attrs.unsupported("group",
+                      fmt::format("{} does not fit {} input channels", p.groups, in_shape[1]));
+  }
+  Shape padded = in_shape;
+  if (extra) {
+    padded[2] += extra->top + extra->bottom;
+    padded[3] += extra->left + extra->right;
+  }
+  p.padding = Importer::window_padding(attrs, padded, p.kernel, p.stride, p.dilation);
+  if (extra) {
+    p.padding.top += extra->top;
+    p.padding.left += extra->left;
+    p.padding.bottom += extra->bottom;
+    p.padding.right += extra->right;
+  }
+  const ConstantTensor* b = im.optional_constant(node, 2, label, "bias");
+  p.bias = b != nullptr;
+  std::int64_t fitted_channels = 0;
+  if (__builtin_mul_overflow(w.shape[1], p.groups, &fitted_channels) ||
+      fitted_channels != in_shape[1]) {
+    fail("{}: weight '{}' of shape {} with group={} does not fit input channels {}", label,
+         node.input(1), w.shape.to_string(), p.groups, in_shape[1]);
+  }
+  const std::string name = im.layer_name(node, index, node.input(1));
+  const Value y = im.network().conv2d(x, p, name);
+  im.add_weight(name, "weight", w.shape, w.floats);
+  if (b != nullptr) {
+    if (!b->is_float || b->floats.size() != static_cast<std::size_t>(p.out_channels)) {
+      fail("{}: bias '{}' has shape {}, expected [{}]", label, node.input(2), b->shape.to_string(),
+           p.out_channels);
+    }
+    im.add_weight(name, "bias", Shape{p.out_channels}, b->floats);
+  }
+  im.bind(node.output(0), y);
+}
+
+void import_batch_norm(Importer& im, const ::onnx::NodeProto& node, int index,
+                       const std::string& label) {
+  Attributes attrs(node, label, {"epsilon", "momentum", "spatial", "training_mode"});
+  Importer::need_inputs(node, label, 5, 5);
+  if (attrs.get_int("training_mode", 0) != 0)
+    attrs.unsupported("training_mode", "must be 0 (inference)");
+  if (attrs.get_int("spatial", 1) != 1) attrs.unsupported("spatial", "must be 1");
+  im.only_first_output(node, label);
+  const Value x = im.value(node.input(0), label);
+  const std::int64_t channels =
+      im.network().desc(x).shape.rank() >= 2 ? im.network().desc(x).shape[1] : 0;
+  const std::string name = im.layer_name(node, index, node.input(1));
+  const Value y = im.network().batch_norm2d(x, {.eps = attrs.get_float("epsilon", 1e-5f)}, name);
+  const char* suffixes[] = {"weight", "bias", "running_mean", "running_var"};
+  for (int i = 0; i < 4; ++i) {
+    const ConstantTensor& t = im.constant(node.input(i + 1), label, suffixes[i]);
+    if (!t.is_float || t.floats.size() != static_cast<std::size_t>(channels)) {
+      fail("{}: '{}' has shape {}, expected [{}]", label, node.input(i + 1), t.shape.to_string(),
+           channels);
+    }
+    im.add_weight(name, suffixes[i], Shape{channels}, t.floats);
+  }
+  im.bind(node.output(0), y);
+}
+
+void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label,
+                 bool max) {
+  Attributes attrs(
+      node, label,
+      max ? std::initializer_list<std::string_view>{"auto_pad", "ceil_mode", "dilations",
+                                                    "kernel_shape", "pads", "storage_order",
+                                                    "strides"}
+          : std::initializer_list<std::string_view>{"auto_pad", "ceil_mode", "count_include_pad",
+                                                    "kernel_shape", "pads", "strides"});
+  Importer::need_inputs(node, label, 1, 1);
+  im.only_first_output(node, label);
+  if (!attrs.has("kernel_shape")) fail("{}: attribute 'kernel_shape' is required", label);
+  if (max && attrs.get_int("storage_order", 0) != 0)
+    attrs.unsupported("storage_order", "must be 0");
+  const Value x = im.spatial_input(node, label);
+  Pool2dParams p;
+  p.kernel = Importer::pair_attribute(attrs, "kernel_shape", 1);
+  p.stride =
+      Importer::pair_attribute(attrs, "strides", 1);  // ONNX's default stride is 1, not the kernel
+  p.dilation = max ? Importer::pair_attribute(attrs, "dilations", 1) : Size2(1);
+  p.ceil_mode = attrs.get_int("ceil_mode", 0) != 0;
+  p.count_include_pad = attrs.get_int("count_include_pad", 0) != 0;
+  p.padding =
+      Importer::window_padding(attrs, im.network().desc(x).shape, p.kernel, p.stride, p.dilation);
+  const std::string name = im.layer_name(node, index);
+  im.bind(node.output(0),
+          max ? im.network().max_pool2d(x, p, name) : im.network().avg_pool2d(x, p, name));
+}
+
+void import_max_pool(Importer& im, const ::onnx::NodeProto& node, int index,
+                     const std::string& label) {
+  import_pool(im, node, index, label, true);
+}
+
+void import_average_pool(Importer& im, const ::onnx::NodeProto& node, int index,
+                         const std::string& label) {
+  import_pool(im, node, index, label, false);
+}
+
+void import_global_average_pool(Importer& im, const ::onnx::NodeProto& node, int index,
+                                const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 1, 1);
+  im.bind(node.output(0),
+          im.network().global_avg_pool(im.spatial_input(node, label), im.layer_name(node, index)));
+}
+
+// Linear from a constant weight: y = x Wᵀ + b with W [out, in].
+void linear(Importer& im, const ::onnx::NodeProto& node, int index, Value x,
+            std::vector<float> weight, std::int64_t out, std::int64_t in,
+            const std::vector<float>* bias, const std::string& weight_name) {
+  const std::string name = im.layer_name(node, index, weight_name);
+  const Value y = im.network().linear(x, {.out_features = out, .bias = bias != nullptr}, name);
+  im.add_weight(name, "weight", Shape{out, in}, std::move(weight));
+  if (bias != nullptr) im.add_weight(name, "bias", Shape{out}, *bias);
+  im.bind(node.output(0), y);
+}
+
+void import_gemm(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {"alpha", "beta", "transA", "transB"});
+  Importer::need_inputs(node, label, 2, 3);
+  Value a = im.value(node.input(0), label);
+  if (attrs.get_int("transA", 0) != 0) {
+    if (im.network().desc(a).shape.rank() != 2) fail("{}: transA needs a 2-D input", label);
+    a = im.network().transpose(a, {1, 0}, im.layer_name(node, index) + ".transA");
+  }
+  const Shape& as = im.network().desc(a).shape;
+  if (as.rank() != 2)
+    fail("{}: input A '{}' has shape {}, expected 2 dims", label, node.input(0), as.to_string());
+  const ConstantTensor& b = im.constant(node.input(1), label, "B");
+  if (b.shape.rank() != 2 || !b.is_float)
+    fail("{}: B '{}' must be a 2-D float constant", label, node.input(1));
+  const bool trans_b = attrs.get_int("transB", 0) != 0;
+  const std::int64_t in = as[1];
+  const std::int64_t out = trans_b ? b.shape[0] : b.shape[1];
+  if ((trans_b ? b.shape[1] : b.shape[0]) != in) {
+    fail("{}: B '{}' of shape {} (transB={}) does not fit A of shape {}", label, node.input(1),
+         b.shape.to_string(), trans_b ? 1 : 0, as.to_string());
+  }
+  const float alpha = attrs.get_float("alpha", 1.0f), beta = attrs.get_float("beta", 1.0f);
+  std::vector<float> weight(static_cast<std::size_t>(out * in));
+  for (std::int64_t o = 0; o < out; ++o)
+    for (std::int64_t k = 0; k < in; ++k)
+      weight[static_cast<std::size_t>(o * in + k)] =
+          alpha * b.floats[static_cast<std::size_t>(trans_b ? o * in + k : k * out + o)];
+  std::vector<float> bias;
+  const ConstantTensor* c = im.optional_constant(node, 2, label, "C");
+  if (c != nullptr) {
+    // C broadcasts over rows: only a per-column vector ([N], [1, N] or a scalar) is a bias.
+    if (!c->is_float || !(c->shape.numel() == out || c->shape.numel() == 1) ||
+        (c->shape.rank() == 2 && c->shape[0] != 1)) {
+      fail("{}: C '{}' has shape {}; only a bias of shape [{}] or [1, {}] is supported", label,
+           node.input(2), c->shape.to_string(), out, out);
+    }
+    bias.resize(static_cast<std::size_t>(out));
+    for (std::int64_t o = 0; o < out; ++o)
+      bias[static_cast<std::size_t>(o)] =
+          beta * c->floats[c->floats.size() == 1 ? 0 : static_cast<std::size_t>(o)];
+  }
+  linear(im, node, index, a, std::move(weight), out, in, c != nullptr ? &bias : nullptr,
+         node.input(1));
+}
+
+void import_matmul(Importer& im, const ::onnx::NodeProto& node, int index,
+                   const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  const Value a = im.value(node.input(0), label);
+  const ConstantTensor& b = im.constant(node.input(1), label, "B (the weight)");
+  if (b.shape.rank() != 2 || !b.is_float)
+    fail("{}: B '{}' must be a 2-D float constant", label, node.input(1));
+  const Shape& as = im.network().desc(a).shape;
+  const std::int64_t in = b.shape[0], out = b.shape[1];
+  if (as.rank() < 1 || as.dims().back() != in) {
+    fail("{}: A of shape {} does not fit B of shape {}", label, as.to_string(),
+         b.shape.to_string());
+  }
+  std::vector<float> weight(static_cast<std::size_t>(out * in));
+  for (std::int64_t o = 0; o < out; ++o)
+    for (std::int64_t k = 0; k < in; ++k)
+      weight[static_cast<std::size_t>(o * in + k)] =
+          b.floats[static_cast<std::size_t>(k * out + o)];
+  linear(im, node, index, a, std::move(weight), out, in, nullptr, node.input(1));
+}
+
+CGR_ONNX_OP("Conv", import_conv);
+CGR_ONNX_OP("BatchNormalization", import_batch_norm);
+CGR_ONNX_OP("MaxPool", import_max_pool);
+CGR_ONNX_OP("AveragePool", import_average_pool);
+CGR_ONNX_OP("GlobalAveragePool", import_global_average_pool);
+CGR_ONNX_OP("Gemm", import_gemm);
+CGR_ONNX_OP("MatMul", import_matmul);
+
+}  // namespace
+}  // namespace cgr::onnx_import

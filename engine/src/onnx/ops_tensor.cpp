@@ -1,0 +1,268 @@
+// ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze,
+// Unsqueeze, Identity, Dropout (inference), Constant, Pad (deferred: a Conv absorbs it),
+// Softmax, and the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and
+// ConstantOfShape, which are folded at import when their inputs are constants (fold.cpp) and
+// refused otherwise.
+#include <algorithm>
+
+#include "cgr/error.hpp"
+#include "onnx/fold.hpp"
+#include "onnx/importer.hpp"
+
+namespace cgr::onnx_import {
+namespace {
+
+void import_concat(Importer& im, const ::onnx::NodeProto& node, int index,
+                   const std::string& label) {
+  Attributes attrs(node, label, {"axis"});
+  if (!attrs.has("axis")) fail("{}: attribute 'axis' is required", label);
+  std::vector<Value> inputs;
+  for (const auto& input : node.input())
+    inputs.push_back(im.value(input, label));
+  im.bind(node.output(0), im.network().concat(inputs, im.layer_name(node, index),
+                                              static_cast<int>(attrs.get_int("axis", 1))));
+}
+
+void import_transpose(Importer& im, const ::onnx::NodeProto& node, int index,
+                      const std::string& label) {
+  Attributes attrs(node, label, {"perm"});
+  Importer::need_inputs(node, label, 1, 1);
+  const Value x = im.value(node.input(0), label);
+  const auto rank = static_cast<std::int64_t>(im.network().desc(x).shape.rank());
+  std::vector<int> perm;
+  for (auto p : attrs.get_ints("perm", {}))
+    perm.push_back(static_cast<int>(p < 0 ? p + rank : p));
+  if (perm.empty())
+    for (auto d = rank; d-- > 0;)
+      perm.push_back(static_cast<int>(d));
+  im.bind(node.output(0), im.network().transpose(x, perm, im.layer_name(node, index)));
+}
+
+void import_identity(Importer& im, const ::onnx::NodeProto& node, int, const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 1, 1);
+  im.alias(node.output(0), node.input(0), label);
+}
+
+void import_dropout(Importer& im, const ::onnx::NodeProto& node, int, const std::string& label) {
+  Attributes attrs(node, label, {"seed", "ratio"});
+  Importer::need_inputs(node, label, 1, 3);
+  if (const auto* training = im.optional_constant(node, 2, label, "training_mode")) {
+    const bool on = training->is_float ? (!training->floats.empty() && training->floats[0] != 0)
+                                       : (!training->ints.empty() && training->ints[0] != 0);
+    if (on) fail("{}: training_mode is true; only inference (identity) is supported", label);
+  } else if (node.input_size() > 2 && !node.input(2).empty()) {
+    fail("{}: training_mode must be a constant", label);
+  }
+  im.only_first_output(node, label);
+  im.alias(node.output(0), node.input(0), label);
+}
+
+// Shape of a tensor is known at import, computed or constant.
+void import_shape(Importer& im, const ::onnx::NodeProto& node, int, const std::string& label) {
+  Attributes attrs(node, label, {"start", "end"});
+  Importer::need_inputs(node, label, 1, 1);
+  const Shape shape = im.is_constant(node.input(0))
+                          ? im.constant(node.input(0), label, "input").shape
+                          : im.network().desc(im.value(node.input(0), label)).shape;
+  const auto rank = static_cast<std::int64_t>(shape.rank());
+  auto clamp = [&](std::int64_t v) {
+    return std::clamp<std::int64_t>(v < 0 ? v + rank : v, 0, rank);
+  };
+  const std::int64_t begin = clamp(attrs.get_int("start", 0)),
+                     end = clamp(attrs.get_int("end", rank));
+  ConstantTensor t;
+  t.is_float = false;
+  for (auto d = begin; d < end; ++d)
+    t.ints.push_back(shape[static_cast<std::size_t>(d)]);
+  t.shape = Shape{static_cast<std::int64_t>(t.ints.size())};
+  im.set_constant(node.output(0), std::move(t));
+}
+
+// Gather, Slice, Cast, ConstantOfShape: shape arithmetic, folded when every input is a
+// constant (the importer tries that before dispatching); a computed input gets here.
+void import_constant_only(Importer&, const ::onnx::NodeProto& node, int, const std::string& label) {
+  for (const auto& input : node.input()) {
+    if (!input.empty()) {
+      fail(
+          "{}: {} is supported on constants only (the shape arithmetic exporters emit), and "
+          "input '{}' is computed at run time",
+          label, node.op_type(), input);
+    }
+  }
+  fail("{}: {} needs constant inputs", label, node.op_type());
+}
+
+// Unsqueeze / Squeeze of a computed tensor: a Reshape to the new dims.
+void import_squeeze(Importer& im, const ::onnx::NodeProto& node, int index,
+                    const std::string& label) {
+  Attributes attrs(node, label, {"axes"});
+  Importer::need_inputs(node, label, 1, 2);
+  std::vector<const ConstantTensor*> inputs{nullptr};
+  ConstantTensor probe;
+  const Value x = im.value(node.input(0), label);
+  probe.shape = im.network().desc(x).shape;
+  probe.floats.assign(static_cast<std::size_t>(probe.shape.numel()), 0.0f);
+  inputs[0] = &probe;
+  if (node.input_size() > 1 && !node.input(1).empty())
+    inputs.push_back(&im.constant(node.input(1), label, "axes"));
+  // Fold on a zero tensor of the same shape to learn the resulting dims.
+  const ConstantTensor shaped = fold_node(node, im.opset(), inputs, label);
+  im.bind(node.output(0), im.network().reshape(x, shaped.shape, im.layer_name(node, index)));
+}
+
+void import_flatten(Importer& im, const ::onnx::NodeProto& node, int index,
+                    const std::string& label) {
+  Attributes attrs(node, label, {"axis"});
+  Importer::need_inputs(node, label, 1, 1);
+  const Value x = im.value(node.input(0), label);
+  const Shape& s = im.network().desc(x).shape;
+  auto axis = attrs.get_int("axis", 1);
+  if (axis < 0) axis += static_cast<std::int64_t>(s.rank());
+  if (axis < 0 || axis > static_cast<std::int64_t>(s.rank()))
+    attrs.unsupported("axis", fmt::format("{} is out of range for shape {}",
+                                          attrs.get_int("axis", 1), s.to_string()));
+  // ONNX Flatten always gives 2-D: [prod(dims < axis), prod(dims >= axis)].
+  std::int64_t outer = 1;
+  for (std::int64_t d = 0; d < axis; ++d)
+    outer *= s[static_cast<std::size_t>(d)];
+  const std::string name = im.layer_name(node, index);
+  if (axis == 1 && s.rank() >= 2) return im.bind(node.output(0), im.network().flatten(x, name, 1));
+  im.bind(node.output(0), im.network().reshape(x, Shape{outer, s.numel() / outer}, name));
+}
+
+void import_constant(Importer& im, const ::onnx::NodeProto& node, int, const std::string& label) {
+  Attributes attrs(node, label,
+                   {"value", "value_float", "value_floats", "value_int", "value_ints"});
+  ConstantTensor t;
+  if (const auto* tensor = attrs.get_tensor("value")) {
+    t = decode_tensor(*tensor, label);
+  } else if (attrs.has("value_float")) {
+    t.floats = {attrs.get_float("value_float", 0.0f)};
+  } else if (attrs.has("value_int")) {
+    t.is_float = false;
+    t.ints = {attrs.get_int("value_int", 0)};
+  } else if (attrs.has("value_ints")) {
+    t.is_float = false;
+    t.ints = attrs.get_ints("value_ints", {});
+    t.shape = Shape{static_cast<std::int64_t>(t.ints.size())};
+  } else {
+    fail(
+        "{}: needs one of the attributes value, value_float, value_int, value_ints "
+        "(value_floats, sparse_value and strings are not supported)",
+        label);
+  }
+  im.set_constant(node.output(0), std::move(t));
+}
+
+void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {"mode", "pads", "value"});
+  const std::string mode = attrs.get_string("mode", "constant");
+  if (mode != "constant")
+    attrs.unsupported("mode", fmt::format("'{}' is not supported (only constant)", mode));
+  Importer::need_inputs(node, label, 1, 4);
+  if (node.input_size() > 3 && !node.input(3).empty())
+    fail("{}: the 'axes' input is not supported", label);
+  const ConstantTensor& pads =
+      im.constant(node.input_size() > 1 ? node.input(1) : std::string(), label, "pads");
+  if (pads.is_float || pads.ints.size() != 8) {
+    fail("{}: pads '{}' must hold 8 integers (a 4-D input)", label, node.input(1));
+  }
+  if (const ConstantTensor* v = im.optional_constant(node, 2, label, "constant_value")) {
+    const double fill = v->is_float ? double{v->floats.at(0)} : static_cast<double>(v->ints.at(0));
+    if (fill != 0.0) fail("{}: constant_value {} is not supported (only 0)", label, fill);
+  }
+  const auto& p = pads.ints;  // [n0, c0, h0, w0, n1, c1, h1, w1]
+  if (p[0] != 0 || p[1] != 0 || p[4] != 0 || p[5] != 0) {
+    fail("{}: padding the batch or channel dims is not supported (pads {})", label,
+         fmt::join(p, ","));
+  }
+  for (auto v : p) {
+    if (v < 0) fail("{}: negative pads (cropping) are not supported", label);
+    if (v > kGeometryLimit) fail("{}: pad {} is implausibly large", label, v);
+  }
+  const Value x = im.spatial_input(node, label);
+  // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
+  im.defer_pad(node.output(0), PendingPad{x, Padding2d(p[2], p[3], p[6], p[7]),
+                                          im.layer_name(node, index), std::nullopt});
+}
+
+void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,
+                    const std::string& label) {
+  Attributes attrs(node, label, {"allowzero"});
+  Importer::need_inputs(node, label, 2, 2);
+  const bool allow_zero = attrs.get_int("allowzero", 0) != 0;
+  const Value x = im.value(node.input(0), label);
+  const Shape& in = im.network().desc(x).shape;
+  const ConstantTensor& shape = im.constant(node.input(1), label, "shape");
+  if (shape.is_float) fail("{}: shape '{}' must be an integer tensor", label, node.input(1));
+  std::vector<std::int64_t> dims = shape.ints;
+  int infer = -1;
+  std::int64_t known = 1;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 && !allow_zero) {
+      if (i >= in.rank())
+        fail("{}: shape {} copies dim {} of a rank-{} input", label, fmt::join(shape.ints, ","), i,
+             in.rank());
+      dims[i] = in[i];
+    }
+    if (dims[i] == -1) {
+      if (infer >= 0) fail("{}: shape {} has more than one -1", label, fmt::join(shape.ints, ","));
+      infer = static_cast<int>(i);
+    } else if (dims[i] <= 0 || __builtin_mul_overflow(known, dims[i], &known)) {
+      fail("{}: shape {} is not supported", label, fmt::join(shape.ints, ","));
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || in.numel() % known != 0) {
+      fail("{}: cannot reshape {} to {}", label, in.to_string(), fmt::join(shape.ints, ","));
+    }
+    dims[static_cast<std::size_t>(infer)] = in.numel() / known;
+  }
+  im.bind(node.output(0),
+          im.network().reshape(x, Shape(std::move(dims)), im.layer_name(node, index)));
+}
+
+void import_softmax(Importer& im, const ::onnx::NodeProto& node, int index,
+                    const std::string& label) {
+  Attributes attrs(node, label, {"axis"});
+  Importer::need_inputs(node, label, 1, 1);
+  const Value x = im.value(node.input(0), label);
+  const Shape s = im.network().desc(x).shape;
+  const auto rank = static_cast<std::int64_t>(s.rank());
+  std::int64_t axis = attrs.get_int("axis", im.opset() >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank)
+    attrs.unsupported("axis", fmt::format("is out of range for shape {}", s.to_string()));
+  const std::string name = im.layer_name(node, index);
+  if (im.opset() >= 13 || axis == rank - 1) {
+    return im.bind(node.output(0), im.network().softmax(x, name, static_cast<int>(axis)));
+  }
+  // Before opset 13, Softmax normalises over all dims from `axis` on, flattened together.
+  std::int64_t outer = 1;
+  for (std::int64_t d = 0; d < axis; ++d)
+    outer *= s[static_cast<std::size_t>(d)];
+  const Value flat = im.network().reshape(x, Shape{outer, s.numel() / outer}, name + ".flatten");
+  const Value soft = im.network().softmax(flat, name, -1);
+  im.bind(node.output(0), im.network().reshape(soft, s, name + ".unflatten"));
+}
+
+CGR_ONNX_OP("Concat", import_concat);
+CGR_ONNX_OP("Flatten", import_flatten);
+CGR_ONNX_OP("Reshape", import_reshape);
+CGR_ONNX_OP("Transpose", import_transpose);
+CGR_ONNX_OP("Squeeze", import_squeeze);
+CGR_ONNX_OP("Unsqueeze", import_squeeze);
+CGR_ONNX_OP("Identity", import_identity);
+CGR_ONNX_OP("Dropout", import_dropout);
+CGR_ONNX_OP("Constant", import_constant);
+CGR_ONNX_OP("Pad", import_pad);
+CGR_ONNX_OP("Softmax", import_softmax);
+CGR_ONNX_OP("Shape", import_shape);
+CGR_ONNX_OP("Gather", import_constant_only);
+CGR_ONNX_OP("Slice", import_constant_only);
+CGR_ONNX_OP("Cast", import_constant_only);
+CGR_ONNX_OP("ConstantOfShape", import_constant_only);
+
+}  // namespace
+}  // namespace cgr::onnx_import

@@ -1,0 +1,133 @@
+// See layer_cases.hpp. Odd sizes and batch 2 throughout: no kernel gets a friendly shape.
+#include "layer_cases.hpp"
+
+#include <cstring>
+
+namespace cgr::test {
+
+std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
+  std::vector<LayerCase> cases;
+  const Shape image{2, 8, 11, 13};  // batch 2, odd sizes: no kernel gets a friendly shape
+  cases.push_back({"Conv2d 3x3 pad 1 + bias", image, [](Network& n, Value x) {
+                     return n.conv2d(x, {.out_channels = 12, .kernel = 3, .padding = 1}, "conv");
+                   }});
+  cases.push_back(
+      {"Conv2d stride 2, asymmetric padding (pad kernel + cuDNN)", image, [](Network& n, Value x) {
+         return n.conv2d(
+             x, {.out_channels = 6, .kernel = 3, .stride = 2, .padding = Padding2d(1, 0, 2, 1)},
+             "conv");
+       }});
+  cases.push_back({"Conv2d dilation 2, groups 2, no bias", image, [](Network& n, Value x) {
+                     return n.conv2d(x,
+                                     {.out_channels = 8,
+                                      .kernel = 3,
+                                      .padding = 2,
+                                      .dilation = 2,
+                                      .groups = 2,
+                                      .bias = false},
+                                     "conv");
+                   }});
+  cases.push_back({"Conv2d depthwise 5x5", image, [](Network& n, Value x) {
+                     return n.conv2d(x, {.out_channels = 8, .kernel = 5, .padding = 2, .groups = 8},
+                                     "conv");
+                   }});
+  cases.push_back({"Conv2d + BatchNorm2d + ReLU (fused)", image, [](Network& n, Value x) {
+                     Value y = n.conv2d(
+                         x, {.out_channels = 16, .kernel = 3, .padding = 1, .bias = false}, "conv");
+                     return n.relu(n.batch_norm2d(y, "bn"), "relu");
+                   }});
+  cases.push_back(
+      {"Conv2d + BatchNorm2d + residual Add + ReLU (fused)", image, [](Network& n, Value x) {
+         Value y =
+             n.conv2d(x, {.out_channels = 8, .kernel = 3, .padding = 1, .bias = false}, "conv");
+         return n.relu(n.add(n.batch_norm2d(y, "bn"), x, "add"), "relu");
+       }});
+  cases.push_back({"Conv2d 1x1, unfused Conv2d + BatchNorm2d + ReLU", image,
+                   [](Network& n, Value x) {
+                     Value y = n.conv2d(x, {.out_channels = 4, .kernel = 1}, "conv");
+                     return n.relu(n.batch_norm2d(y, "bn"), "relu");
+                   },
+                   false});
+  cases.push_back({"BatchNorm2d on its own", image,
+                   [](Network& n, Value x) { return n.batch_norm2d(x, "bn"); }});
+  cases.push_back({"ReLU", image, [](Network& n, Value x) { return n.relu(x, "relu"); }});
+  cases.push_back({"Clip 0..6", image, [](Network& n, Value x) {
+                     return n.clip(x, {0.0f, 6.0f}, "clip");
+                   }});
+  cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
+                     return n.clip(x, {-0.5f, 0.25f}, "clip");
+                   }});
+  cases.push_back({"MaxPool2d 3x3/2 pad 1", image, [](Network& n, Value x) {
+                     return n.max_pool2d(x, {.kernel = 3, .stride = 2, .padding = 1}, "pool");
+                   }});
+  cases.push_back({"MaxPool2d 2x2 ceil mode, dilation 2", image, [](Network& n, Value x) {
+                     return n.max_pool2d(
+                         x, {.kernel = 2, .stride = 2, .dilation = 2, .ceil_mode = true}, "pool");
+                   }});
+  cases.push_back({"AvgPool2d 3x3/2 pad 1 count_include_pad", image, [](Network& n, Value x) {
+                     return n.avg_pool2d(x, {.kernel = 3, .stride = 2, .padding = 1}, "pool");
+                   }});
+  cases.push_back(
+      {"AvgPool2d 3x3/2 pad 1 ceil mode, padding excluded", image, [](Network& n, Value x) {
+         return n.avg_pool2d(x,
+                             {.kernel = 3,
+                              .stride = 2,
+                              .padding = 1,
+                              .ceil_mode = true,
+                              .count_include_pad = false},
+                             "pool");
+       }});
+  cases.push_back(
+      {"GlobalAvgPool", image, [](Network& n, Value x) { return n.global_avg_pool(x, "gap"); }});
+  cases.push_back({"Flatten", image, [](Network& n, Value x) { return n.flatten(x, "flatten"); }});
+  cases.push_back({"Linear + bias (after GlobalAvgPool, Flatten)", image, [](Network& n, Value x) {
+                     return n.linear(n.flatten(n.global_avg_pool(x, "gap"), "flatten"),
+                                     {.out_features = 10}, "fc");
+                   }});
+  cases.push_back({"Linear without bias, 1144 inputs", image, [](Network& n, Value x) {
+                     return n.linear(n.flatten(x, "flatten"), {.out_features = 33, .bias = false},
+                                     "fc");
+                   }});
+  cases.push_back({"Add of two values", image,
+                   [](Network& n, Value x) { return n.add(n.relu(x, "relu"), x, "add"); }});
+  cases.push_back({"Add + ReLU (fused)", image, [](Network& n, Value x) {
+                     return n.relu(n.add(n.clip(x, {-0.3f, 0.3f}, "clip"), x, "add"), "relu");
+                   }});
+  cases.push_back(
+      {"Concat of three, channels", image, [](Network& n, Value x) {
+         return n.concat({n.relu(x, "relu"), x, n.clip(x, {0.0f, 0.5f}, "clip")}, "cat");
+       }});
+  cases.push_back({"Concat along width", image, [](Network& n, Value x) {
+                     return n.concat({x, n.relu(x, "relu")}, "cat", 3);
+                   }});
+  cases.push_back({"Softmax over the last axis", Shape{3, 1000},
+                   [](Network& n, Value x) { return n.softmax(x, "softmax"); }});
+  cases.push_back({"Softmax over channels", image,
+                   [](Network& n, Value x) { return n.softmax(x, "softmax", 1); }});
+  cases.push_back({"Pad2d", image,
+                   [](Network& n, Value x) { return n.pad2d(x, Padding2d(1, 2, 0, 3), "pad"); }});
+  cases.push_back({"Reshape", image, [](Network& n, Value x) {
+                     return n.reshape(x, Shape{2, 8, 143}, "reshape");
+                   }});
+  cases.push_back({"Transpose NCHW -> NHWC", image, [](Network& n, Value x) {
+                     return n.transpose(x, {0, 2, 3, 1}, "transpose");
+                   }});
+  cases.push_back({"AddConstant per channel", image, [](Network& n, Value x) {
+                     return n.add_constant(x, Shape{1, 8, 1, 1}, "shift");
+                   }});
+  cases.push_back({"CustomOp: a copy, on the host and on the device", image,
+                   [device_copy](Network& n, Value x) {
+                     CustomOpParams copy;
+                     copy.output_shape = n.desc(x).shape;
+                     copy.kind = "Copy";
+                     const std::size_t bytes = n.desc(x).bytes();
+                     copy.cpu = [bytes](std::span<const float* const> in, float* out) {
+                       std::memcpy(out, in[0], bytes);
+                     };
+                     copy.cuda = device_copy(bytes);
+                     return n.custom({x}, std::move(copy), "copy");
+                   }});
+  return cases;
+}
+
+}  // namespace cgr::test

@@ -54,6 +54,12 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
   cases.push_back({"Clip 0..6", image, [](Network& n, Value x) {
                      return n.clip(x, {0.0f, 6.0f}, "clip");
                    }});
+  cases.push_back({"LeakyReLU, PyTorch's default slope", image,
+                   [](Network& n, Value x) { return n.leaky_relu(x, {}, "lrelu"); }});
+  cases.push_back({"LeakyReLU slope 0.2 after a conv", image, [](Network& n, Value x) {
+                     Value y = n.conv2d(x, {.out_channels = 6, .kernel = 3, .padding = 1}, "conv");
+                     return n.leaky_relu(y, {.negative_slope = 0.2f}, "lrelu");
+                   }});
   cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
                      return n.clip(x, {-0.5f, 0.25f}, "clip");
                    }});

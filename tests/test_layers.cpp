@@ -393,6 +393,44 @@ TEST_CASE("Clip, Pad2d and Reshape") {
   }
 }
 
+TEST_CASE("LeakyReLU is x for x > 0, slope * x otherwise; NaN passes, -0 stays -0") {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const Shape xs{2, 3, 5, 7};
+  auto x = random_vector(static_cast<std::size_t>(xs.numel()), 41, -4.0f, 4.0f);
+  x[0] = kNaN;
+  x[1] = -0.0f;
+  x[2] = 0.0f;
+  x[3] = kInf;
+  x[4] = -kInf;
+  x[5] = std::numeric_limits<float>::denorm_min();
+  x[6] = -std::numeric_limits<float>::max();
+  // PyTorch's default, a common choice, a negative slope and one above 1 (all legal).
+  for (const float slope : {0.01f, 0.2f, -0.5f, 1.5f}) {
+    CAPTURE(slope);
+    const auto y = run_network(xs, x, [slope](Network& n, Value v) {
+      return n.leaky_relu(v, {.negative_slope = slope}, "lrelu");
+    });
+    REQUIRE(y.size() == x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CAPTURE(i);
+      if (std::isnan(x[i])) {
+        CHECK(std::isnan(y[i]));
+        continue;
+      }
+      // One float multiply (correctly rounded, overflowing to inf), as torch's leaky_relu.
+      const float expected = x[i] > 0 ? x[i] : x[i] * slope;
+      CHECK(y[i] == expected);
+      CHECK(std::signbit(y[i]) == std::signbit(expected));
+    }
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.layer(net.producer(net.leaky_relu(v, {}, "default"))).attributes() == "slope 0.01");
+  CHECK(cgr::test::error_message([&] { net.leaky_relu(v, {.negative_slope = kNaN}, "bad"); }) ==
+        "LeakyReLU 'bad': negative_slope nan is not a finite number");
+}
+
 TEST_CASE("AddConstant broadcasts NumPy-style; Transpose permutes dims") {
   const Shape xs{2, 3, 4};
   const auto x = random_vector(24, 41);

@@ -121,6 +121,26 @@ TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13; Relu from Clip
   }
 }
 
+TEST_CASE("ONNX LeakyRelu: alpha, its default 0.01, and nothing else") {
+  for (int opset : {11, 13, 17}) {
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.input("x", {1, 4});
+    OnnxBuilder::attr(b.node("LeakyRelu", {"x"}, {"a"}, "steep"), "alpha", 0.5f);
+    b.node("LeakyRelu", {"a"}, {"y"}, "default");
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(layer_kinds(model.network) == std::vector<std::string>{"LeakyReLU", "LeakyReLU"});
+    CHECK(run(model, {-2, 3, -0.5f, 0}) == std::vector<float>{-2 * 0.5f * 0.01f, 3, -0.5f * 0.5f * 0.01f, 0});
+  }
+  OnnxBuilder odd;
+  odd.input("x", {1, 4});
+  OnnxBuilder::attr(odd.node("LeakyRelu", {"x"}, {"y"}, "l"), "beta", 1.0f);
+  odd.output("y");
+  CHECK(error_message([&] { odd.import(); }) ==
+        "test.onnx: node 'l' (LeakyRelu): attribute 'beta' is not supported");
+}
+
 TEST_CASE("ONNX Softmax before opset 13 normalises over the flattened trailing dims") {
   for (int opset : {11, 13}) {
     CAPTURE(opset);

@@ -48,7 +48,7 @@ warnings.filterwarnings("ignore")
 # "extra_ops" (the raw F.pad exports need integer constant subgraphs evaluated).
 IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool",
                 "Concat", "Flatten", "Gemm", "MatMul", "Add", "Identity", "Dropout", "Constant", "Pad",
-                "Reshape", "Softmax", "Clip"}
+                "Reshape", "Softmax", "Clip", "LeakyRelu"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -447,6 +447,11 @@ add("clamp_min0", lambda: Lambda(lambda s, x: torch.clamp(x, min=0)), X, ["Const
 add("hardtanh_0_6", lambda: nn.Hardtanh(0.0, 6.0), X, ["Constant", "Clip"],
     "Hardtanh(0, 6) -> Clip(min=0, max=6) without the Relu == ReLU6", opsets=(11, 13, 17),
     input_scale=4.0)
+add("leaky_relu", lambda: nn.LeakyReLU(), X, ["LeakyRelu"],
+    "nn.LeakyReLU() -> LeakyRelu with PyTorch's default alpha 0.01", opsets=(11, 13, 17),
+    input_scale=4.0)
+add("conv_leaky_relu", lambda: seq(nn.Conv2d(4, 8, 3, padding=1), nn.LeakyReLU(0.2)), X,
+    ["Conv", "LeakyRelu"], "Conv -> nn.LeakyReLU(0.2) (the YOLO / GAN activation)")
 add("conv_relu6", lambda: seq(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU6()), X,
     ["Conv", "Constant", "Clip"],
     "Conv -> nn.ReLU6 (a Hardtanh: exported as Clip(0, 6) alone, no Relu; MobileNet epilogue)",
@@ -762,6 +767,8 @@ def eval_node(node, ins):
         return [x]
     if t == "Relu":
         return [np.maximum(x, 0).astype(x.dtype)]
+    if t == "LeakyRelu":
+        return [np.where(x > 0, x, x * np.float32(a.get("alpha", 0.01))).astype(x.dtype)]
     if t == "Clip":
         lo = ins[1] if len(ins) > 1 and ins[1] is not None else a.get("min")
         hi = ins[2] if len(ins) > 2 and ins[2] is not None else a.get("max")

@@ -21,6 +21,7 @@
 #include "../test_support.hpp"
 #include "cgr/layers/element_math.hpp"
 #include "cgr/capture/cuda_check.hpp"
+#include "gpu_op.hpp"
 #include "ops/activation.hpp"
 #include "ops/add.hpp"
 #include "ops/batch_norm2d.hpp"
@@ -243,6 +244,46 @@ TEST_CASE("GPU relu, clip, add and add_constant match the CPU layers bit for bit
       std::vector<float> expected(n);
       for (std::size_t i = 0; i < n; ++i) expected[i] = cgr::math::relu(x[i] + b[i]);
       check_matches(inout.download(), expected, 0.0);
+    }
+  }
+}
+
+namespace {
+
+// Runs the CUDA backend's registered op of a one-input layer (engine/cuda/ops, found by the
+// layer's kind as the backend finds it) on `x`, the output poisoned first.
+std::vector<float> run_registered_op(const cgr::Layer& layer, const std::vector<float>& x,
+                                     cudaStream_t stream) {
+  const cgr::cuda::GpuOpFactory* factory = cgr::cuda::find_gpu_op(layer.kind());
+  REQUIRE(factory != nullptr);
+  const cgr::LayerOp op{&layer, {}, {}, {}, {}};
+  const std::unique_ptr<cgr::cuda::GpuOp> gpu = (*factory)(cgr::cuda::GpuOpBuild{op, false, nullptr});
+  const DeviceArray<float> dx(x);
+  DeviceArray<float> dy(static_cast<std::size_t>(layer.output().shape.numel()));
+  dy.poison();
+  const float* inputs[] = {dx.get()};
+  gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr}, {});
+  CGR_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return dy.download();
+}
+
+}  // namespace
+
+TEST_CASE("GPU LeakyReLU (the registered op) matches the CPU layer bit for bit" *
+          doctest::skip(no_cuda_device)) {
+  const Stream stream;
+  unsigned seed = 150;
+  for (const Shape& shape : {Shape{2, 3, 7, 5}, Shape{1, 1}, Shape{3, 1000}}) {
+    for (const float slope : {0.01f, 0.2f, -0.5f, 1.5f}) {
+      CAPTURE(shape.to_string());
+      CAPTURE(slope);
+      auto x = random_values(shape, ++seed);
+      x[0] = -0.0f;  // stays -0 (x * slope for a slope > 0)
+      const cgr::LeakyReluParams params{.negative_slope = slope};
+      const auto cpu = cpu_reference(
+          shape, x, [&](Network& net, Value v) { return net.leaky_relu(v, params, "lrelu"); });
+      const cgr::LeakyRelu layer("lrelu", cgr::TensorDesc{"x", shape}, params);
+      check_matches(run_registered_op(layer, x, stream), cpu.values, 0.0);
     }
   }
 }

@@ -1,8 +1,9 @@
-// Elementwise activations: ReLU, Clip. Memory bound: one thread per element in a grid-stride
-// loop over a function object from cgr/layers/element_math.hpp (see activation.hpp).
+// Elementwise activations: ReLU, Clip, LeakyReLU. Memory bound: one thread per element in a
+// grid-stride loop over a function object from cgr/layers/element_math.hpp (see activation.hpp).
 #include "activation.hpp"
 
 #include "cgr/layers/clip.hpp"
+#include "cgr/layers/leaky_relu.hpp"
 #include "cgr/layers/relu.hpp"
 #include "gpu_op.hpp"
 #include "launch.cuh"
@@ -42,8 +43,13 @@ std::unique_ptr<GpuOp> make_clip(const Clip& layer, const GpuOpBuild&) {
   return unary_op(layer, math::ClipFn{layer.params().low, layer.params().high});
 }
 
+std::unique_ptr<GpuOp> make_leaky_relu(const LeakyRelu& layer, const GpuOpBuild&) {
+  return unary_op(layer, math::LeakyReluFn{layer.params().negative_slope});
+}
+
 const GpuOpRegistration<Relu> relu_op(make_relu);
 const GpuOpRegistration<Clip> clip_op(make_clip);
+const GpuOpRegistration<LeakyRelu> leaky_relu_op(make_leaky_relu);
 
 }  // namespace
 

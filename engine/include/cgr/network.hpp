@@ -24,6 +24,7 @@
 #include "cgr/layers/flatten.hpp"
 #include "cgr/layers/global_avg_pool.hpp"
 #include "cgr/layers/layer.hpp"
+#include "cgr/layers/leaky_relu.hpp"
 #include "cgr/layers/linear.hpp"
 #include "cgr/layers/max_pool2d.hpp"
 #include "cgr/layers/pad2d.hpp"
@@ -65,6 +66,9 @@ class Network {
   }
   Value batch_norm2d(Value x, const std::string& name) { return batch_norm2d(x, {}, name); }
   Value relu(Value x, const std::string& name) { return emplace<Relu>(x, name); }
+  Value leaky_relu(Value x, const LeakyReluParams& params, const std::string& name) {
+    return emplace<LeakyRelu>(x, name, params);
+  }
   Value max_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
     return emplace<MaxPool2d>(x, name, params);
   }

@@ -1,5 +1,5 @@
-// ONNX elementwise ops: Relu, Clip (ReLU when it is max(x, 0)), Add (of two computed tensors,
-// or of a constant broadcast to the other operand).
+// ONNX elementwise ops: Relu, LeakyRelu, Clip (ReLU when it is max(x, 0)), Add (of two
+// computed tensors, or of a constant broadcast to the other operand).
 #include <limits>
 
 #include "cgr/error.hpp"
@@ -13,6 +13,15 @@ void import_relu(Importer& im, const ::onnx::NodeProto& node, int index, const s
   Importer::need_inputs(node, label, 1, 1);
   im.bind(node.output(0),
           im.network().relu(im.value(node.input(0), label), im.layer_name(node, index)));
+}
+
+void import_leaky_relu(Importer& im, const ::onnx::NodeProto& node, int index,
+                       const std::string& label) {
+  Attributes attrs(node, label, {"alpha"});
+  Importer::need_inputs(node, label, 1, 1);
+  const LeakyReluParams p{.negative_slope = attrs.get_float("alpha", 0.01f)};
+  im.bind(node.output(0),
+          im.network().leaky_relu(im.value(node.input(0), label), p, im.layer_name(node, index)));
 }
 
 void import_clip(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
@@ -62,6 +71,7 @@ void import_add(Importer& im, const ::onnx::NodeProto& node, int index, const st
 }
 
 CGR_ONNX_OP("Relu", import_relu);
+CGR_ONNX_OP("LeakyRelu", import_leaky_relu);
 CGR_ONNX_OP("Clip", import_clip);
 CGR_ONNX_OP("Add", import_add);
 

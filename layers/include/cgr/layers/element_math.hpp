@@ -35,6 +35,14 @@ struct ClipFn {
   CGR_HD float operator()(float x) const { return clip(x, low, high); }
 };
 
+// LeakyReLU as PyTorch computes it: x > 0 ? x : x * slope, so -0 stays -0 and NaN passes.
+CGR_HD float leaky_relu(float x, float slope) { return x > 0.0f ? x : x * slope; }
+
+struct LeakyReluFn {
+  float slope;
+  CGR_HD float operator()(float x) const { return leaky_relu(x, slope); }
+};
+
 // Output length of a sliding window along one axis, PyTorch's rule (also ONNX's):
 // floor or ceil of (in + pads - dilation*(k-1) - 1) / stride + 1, and in ceil mode the last
 // window must start inside the input or the leading padding.

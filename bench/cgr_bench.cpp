@@ -10,13 +10,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <cgr/engine.hpp>
+#include <cgr/files.hpp>
 #include <cgr/npy.hpp>
 #if defined(CGR_HAVE_ONNX)
 #include <onnx/onnx_pb.h>
@@ -99,10 +101,12 @@ Network build_builtin(const Builtin& b, std::int64_t batch, std::int64_t channel
 // The graph inputs that are not initializers (--input-shape without NAME= means the first),
 // read with protobuf alone: the importer needs a symbolic input's shape before it can run.
 std::vector<std::string> onnx_input_names(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
+  // The importer's reader: regular files only (a FIFO would block), at most protobuf's 2 GiB.
+  const std::vector<std::byte> bytes = read_file(
+      path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()), "an ONNX model");
   ::onnx::ModelProto model;
-  // An unreadable file yields no names; import_onnx then reports the problem in its words.
-  if (!file || !model.ParseFromIstream(&file)) return {};
+  // An unparsable file yields no names; import_onnx then reports the problem in its words.
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return {};
   std::set<std::string> initializers;
   for (const auto& init : model.graph().initializer())
     initializers.insert(init.name());
@@ -245,9 +249,15 @@ InputTensors make_inputs(const Options& o, LoadedModel& m) {
     const TensorDesc& d = m.facts.inputs[index];
     if (tensor.dtype() != DType::f32)
       fail("{}: {} data; input '{}' takes float32", file.path, to_string(tensor.dtype()), d.name);
-    if (tensor.numel() != d.shape.numel()) {
-      fail("{}: shape {} does not fit input '{}' {}", file.path, tensor.shape().to_string(), d.name,
-           d.shape.to_string());
+    // The shape must be the input's, or the input's without its leading batch dimension of 1:
+    // data of the right size in another layout (NHWC for NCHW, flat) is refused.
+    const auto& dims = d.shape.dims();
+    const bool without_batch = dims.size() > 1 && dims[0] == 1 &&
+                               tensor.shape() == Shape(std::vector<std::int64_t>(dims.begin() + 1, dims.end()));
+    if (tensor.shape() != d.shape && !without_batch) {
+      fail("{}: shape {} does not fit input '{}' {} (give that shape{})", file.path,
+           tensor.shape().to_string(), d.name, d.shape.to_string(),
+           dims.size() > 1 && dims[0] == 1 ? ", or it without the leading 1" : "");
     }
     inputs[index].second = Tensor(d.shape, tensor.to_vector());
     m.facts.input_sources[index] = file.path;
@@ -302,7 +312,13 @@ void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
       if (it == reference.outputs.end()) continue;
       const auto a = tensor.f32(), b = it->second.f32();
       for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-        diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+        // NaN on one side only, or infinities that differ, is an infinite difference; NaN on
+        // both sides agrees. (std::max would drop a NaN difference and report 0.)
+        if (std::isnan(a[i]) || std::isnan(b[i])) {
+          if (std::isnan(a[i]) != std::isnan(b[i])) diff = std::numeric_limits<double>::infinity();
+        } else if (a[i] != b[i]) {
+          diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+        }
       }
     }
     runs[k].max_abs_diff_vs_dag = diff;
@@ -310,23 +326,43 @@ void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
   runs.front().max_abs_diff_vs_dag = 0.0;
 }
 
+// The .npy file of every output of `engine` under `dir` (cgr::output_file_paths: names made
+// safe, collisions refused), by output name.
+std::map<std::string, std::filesystem::path> output_files(const Engine& engine, const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& desc : engine.outputs()) names.push_back(desc.name);
+  const auto paths = output_file_paths(dir, names, ".npy");
+  std::map<std::string, std::filesystem::path> files;
+  for (std::size_t i = 0; i < names.size(); ++i) files.emplace(names[i], paths[i]);
+  return files;
+}
+
+// Warns when one inference gives NaN or infinite outputs (Result::non_finite_outputs).
+void warn_non_finite(ModeRun& run, const InputTensors& inputs) {
+  NamedInputs named;
+  for (const auto& [name, tensor] : inputs) named.emplace_back(name, TensorView(tensor));
+  const Result result = run.context.infer(named);
+  run.non_finite_outputs = result.non_finite_outputs;
+  if (!result.non_finite_outputs.empty()) {
+    fmt::print(stderr, "cgr-bench: warning: outputs {} hold NaN or infinite values\n",
+               fmt::join(result.non_finite_outputs, ", "));
+  }
+}
+
 void export_outputs(ModeRun& run, const InputTensors& inputs, const std::string& dir) {
   NamedInputs named;
   for (const auto& [name, tensor] : inputs)
     named.emplace_back(name, TensorView(tensor));
   const Result result = run.context.infer(named);
-  std::filesystem::create_directories(dir);
-  for (const auto& [name, tensor] : result.outputs)
-    save_npy(std::filesystem::path(dir) / (name + ".npy"), tensor);
+  const auto files = output_files(run.engine, dir);
+  for (const auto& [name, tensor] : result.outputs) save_npy(files.at(name), tensor);
   fmt::print("outputs        {} of mode {} written to {} (answered by {})\n", result.outputs.size(),
              to_string(run.mode), dir, result.answered_by);
 }
 
 void export_dot(const std::vector<ModeRun>& runs, const std::string& path,
                 const std::string& title) {
-  std::ofstream file(path, std::ios::trunc);
-  file << runs.front().engine.graph().to_dot(title);
-  if (!file.flush()) fail("{}: cannot write", path);
+  write_text_file(path, runs.front().engine.graph().to_dot(title));
   fmt::print("dot            dependency graph written to {}\n", path);
   if (runs.front().engine.options().device != Device::cuda) return;
   for (const auto& run : runs) {
@@ -340,10 +376,32 @@ void export_dot(const std::vector<ModeRun>& runs, const std::string& path,
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream file(path, std::ios::trunc);
-  file << j.dump(2) << '\n';
-  if (!file.flush()) fail("{}: cannot write", path);
+  // Text that is not UTF-8 (an argument, a file name) is written with U+FFFD in its place
+  // rather than failing the report after the run.
+  write_text_file(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + '\n');
   fmt::print("json           report written to {}\n", path);
+}
+
+// A file the run will write: its folder must exist and take files, checked before any work.
+void check_output_file(const std::string& option, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path folder = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error)) {
+    fail("{} {}: the folder {} does not exist", option, path, folder.string());
+  }
+  if (std::filesystem::is_directory(path, error)) fail("{} {}: is a folder, not a file", option, path);
+  prepare_output_folder(folder);  // takes new files
+}
+
+// Every file and folder the run will write, checked before anything is built or timed.
+void check_outputs(const Options& o) {
+  check_output_file("--export-json", o.export_json);
+  check_output_file("--export-dot", o.export_dot);
+  check_output_file("--timeline", o.timeline);
+  check_output_file("--export-plot", o.export_plot);
+  if (!o.export_output.empty()) prepare_output_folder(o.export_output);
 }
 
 int run_sweep(const Options& o, Device device, const DeviceInfo& device_info,
@@ -414,6 +472,7 @@ int run(const Options& o) {
     fmt::print("GPU not used ({}); running on the CPU executor.\n", reason);
   }
   const std::vector<Mode> modes = modes_of(o, device);
+  check_outputs(o);
   const DeviceInfo device_info = describe_device(device, o.threads);
   if (!o.sweep_sizes.empty()) return run_sweep(o, device, device_info, modes);
 
@@ -422,6 +481,8 @@ int run(const Options& o) {
   print_model_and_device(m.facts, device_info, o);
   std::vector<ModeRun> runs =
       build_runs(m, inputs, o.info ? std::vector<Mode>{modes.front()} : modes, o, device);
+  // Output names become file names: refused now (a collision) rather than after the run.
+  if (!o.export_output.empty()) (void)output_files(runs.front().engine, o.export_output);
   print_graph_facts(runs);
   if (!o.export_dot.empty()) export_dot(runs, o.export_dot, o.model);
   if (o.info) {
@@ -433,6 +494,7 @@ int run(const Options& o) {
   measure_interleaved(runs, {o.warmup_ms, o.duration_s, o.iterations});
   compare_outputs(runs, inputs);
   print_performance(runs, o, m.facts.batch);
+  warn_non_finite(runs.front(), inputs);
 
   std::optional<TimelineRecord> timeline;
   if (!o.timeline.empty()) {
@@ -466,6 +528,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace cgr::bench;
+  // The one handler: every failure becomes a message and a status, never an abort.
   try {
     const std::optional<Options> options = parse_options(argc, argv);
     if (!options) return 0;  // --help
@@ -475,9 +538,15 @@ int main(int argc, char** argv) {
   } catch (const cgr::Error& e) {
     std::fprintf(stderr, "cgr-bench: %s\n", e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "cgr-bench: out of memory (an allocation failed); use a smaller model or input\n");
+    return 1;
   } catch (const std::exception& e) {
-    // std::filesystem and allocation failures: not argument errors, so status 1 too.
+    // std::filesystem errors and the like: not argument errors, so status 1 too.
     std::fprintf(stderr, "cgr-bench: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "cgr-bench: failed with an unknown exception\n");
     return 1;
   }
 }

@@ -13,8 +13,17 @@
 
 #include <fmt/format.h>
 
+#include <cgr/thread_pool.hpp>
+
 namespace cgr::bench {
 namespace {
+
+// The ranges the numeric options accept (a value outside is a usage error naming its range).
+constexpr std::int64_t kMaxBatch = 1 << 16;
+constexpr std::int64_t kMaxSize = 1 << 16;  // an input dimension, a sweep size
+constexpr int kMaxIterations = 100'000'000;
+constexpr double kMaxWarmupMs = 3'600'000;  // an hour
+constexpr double kMaxDurationS = 86'400;    // a day
 
 constexpr const char* kUsage =
     "usage: cgr-bench --model two-branch|inception|resnet18|resnet18-exits|googlenet|PATH.onnx\n"
@@ -40,10 +49,10 @@ Model
   --input-shape [NAME=]S   input shape, e.g. 1x3x112x112: built-in models are rebuilt for it
                            (batch, channels where the model allows, H == W); ONNX: the shape of
                            input NAME (default: the first input), for symbolic dimensions
-  --batch N                batch size (overrides --input-shape's first dimension)
+  --batch N                batch size, 1 to 65536 (overrides --input-shape's first dimension)
   --load-input [NAME=]FILE a .npy for an input (default: seeded uniform values in [-1, 1))
   --exits off|all|early    exit heads (resnet18-exits): pruned, all computed, or the first
-                           confident one stops the rest; --threshold T (default 0.9)
+                           confident one stops the rest; --threshold T in [0, 1] (default 0.9)
 
 Execution
   --device cuda|cpu        default: cuda when a device is usable, else cpu
@@ -51,16 +60,21 @@ Execution
                            stream captured into a graph), eager (one op at a time, each split
                            across the threads / one stream), all (default: every mode of the
                            device - cpu: dag, eager; cuda: dag, stream-graph, eager)
-  --threads N              CPU threads computing, the caller included (default: all)
-  --warmup-ms MS           untimed runs first, for at least MS milliseconds (default 200)
-  --duration-s S           then timed runs until S seconds have passed (default 3) ...
+  --threads N              CPU threads computing, the caller included (default 0: all; at
+                           most 4 per hardware thread)
+  --warmup-ms MS           untimed runs first, for at least MS milliseconds (default 200, at
+                           most an hour)
+  --duration-s S           then timed runs until S seconds have passed (default 3, at most a
+                           day) ...
   --iterations N           ... or, when given, exactly N timed runs per mode (wins over S)
   --percentiles P,...      latency percentiles to report (default 90,95,99)
 
 Outputs
   --info                   print the graph facts and exit
   --export-json FILE       the report's numbers plus every iteration's times
-  --export-output DIR      one inference's outputs as DIR/NAME.npy (first mode)
+  --export-output DIR      one inference's outputs as DIR/NAME.npy (first mode); in NAME
+                           every character outside [A-Za-z0-9._-] becomes '_', so an
+                           output name cannot point outside DIR
   --export-dot FILE        the dependency graph as DOT, branches as lanes; on cuda also the
                            instantiated CUDA graph as FILE.cuda.dot
   --timeline FILE.svg      one inference of the first mode, one bar per executed op from its
@@ -80,7 +94,10 @@ Metrics
   latency          wall-clock time of one ExecutionContext::run() with the inputs already in
                    the context: cpu, the whole execution; cuda, input copy, graph launch (or
                    each op's launch in eager), output copy and the final synchronisation
-  min/mean/max     over the timed iterations of a mode
+  iterations       timed runs of a mode (warm-up runs not counted)
+  min              the smallest latency over the timed iterations of a mode
+  mean             their average
+  max              the largest
   median           the middle latency (mean of the two middle ones for an even count)
   pN               nearest-rank percentile: the smallest latency with at least N% of the
                    iterations at or below it
@@ -125,13 +142,31 @@ std::pair<std::string, std::string> split_name(const std::string& text) {
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
+// The whole token must be the number ("2x" is not 2); NaN and infinities are left to the
+// range checks, which they fail.
 template <typename T>
 T parse_number(const std::string& text, const std::string& option) {
   T value{};
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range && ptr == end) {
+    throw UsageError(fmt::format("{}: {} is out of range", option, text));
+  }
   if (text.empty() || ec != std::errc() || ptr != end) {
     throw UsageError(fmt::format("{}: '{}' is not a number", option, text));
+  }
+  return value;
+}
+
+// A number in [low, high] (NaN, infinities and numbers too large for T are outside every range).
+template <typename T>
+T number_in(const std::string& option, const std::string& text, T low, T high) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc::result_out_of_range) value = parse_number<T>(text, option);
+  if (ec == std::errc::result_out_of_range || !(value >= low && value <= high)) {
+    throw UsageError(fmt::format("{}: {} is not in [{}, {}]", option, text, low, high));
   }
   return value;
 }
@@ -171,11 +206,14 @@ Shape parse_shape(const std::string& text, const std::string& option) {
   while (start <= text.size()) {
     const std::size_t x = std::min(text.find('x', start), text.size());
     const auto dim = parse_number<std::int64_t>(text.substr(start, x - start), option);
-    if (dim < 1)
-      throw UsageError(fmt::format("{}: dimension {} in '{}' is not positive", option, dim, text));
+    if (dim < 1 || dim > kMaxSize) {
+      throw UsageError(
+          fmt::format("{}: dimension {} in '{}' is not in [1, {}]", option, dim, text, kMaxSize));
+    }
     dims.push_back(dim);
     start = x + 1;
   }
+  if (dims.size() > 8) throw UsageError(fmt::format("{}: '{}' has more than 8 dims", option, text));
   return Shape(std::move(dims));
 }
 
@@ -185,20 +223,22 @@ std::optional<Options> parse_options(int argc, char** argv) {
   CLI::App app("cgr-bench", "cgr-bench");
   // --help prints this tool's own texts (the options and every metric's definition).
   app.set_help_flag("-h,--help");
-  std::string device, mode, input_shape, exits, percentiles, sweep;
+  // Every value is read as text and parsed here: strictly, with the range in the message.
+  std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
+      iterations, percentiles, sweep;
   std::vector<std::string> load_inputs;
   app.add_option("--model", o.model)->required();
   app.add_option("--weights", o.weights);
   app.add_option("--device", device);
   app.add_option("--mode", mode);
-  app.add_option("--batch", o.batch);
+  app.add_option("--batch", batch);
   app.add_option("--input-shape", input_shape);
   app.add_option("--exits", exits);
-  app.add_option("--threshold", o.threshold);
-  app.add_option("--threads", o.threads);
-  app.add_option("--warmup-ms", o.warmup_ms);
-  app.add_option("--duration-s", o.duration_s);
-  app.add_option("--iterations", o.iterations);
+  app.add_option("--threshold", threshold);
+  app.add_option("--threads", threads);
+  app.add_option("--warmup-ms", warmup);
+  app.add_option("--duration-s", duration);
+  app.add_option("--iterations", iterations);
   app.add_option("--percentiles", percentiles);
   app.add_option("--load-input", load_inputs);  // repeatable: one per input
   app.add_option("--export-output", o.export_output);
@@ -218,19 +258,14 @@ std::optional<Options> parse_options(int argc, char** argv) {
     throw UsageError(e.what());
   }
 
-  // Values CLI11 parsed but whose meaning is this tool's: checked here, with its messages.
   auto given = [&](const char* name) { return app.count(name) > 0; };
-  auto positive = [](const char* option, auto number) {
-    if (number <= 0) throw UsageError(fmt::format("{} must be positive, not {}", option, number));
-    return number;
-  };
   if (given("--device")) {
     if (device != "cpu" && device != "cuda")
       throw UsageError("--device: '" + device + "' is not cuda or cpu");
     o.device = parse_device(device);
   }
   if (given("--mode")) o.mode = parse_mode_choice(mode);
-  if (given("--batch")) positive("--batch", o.batch);
+  if (given("--batch")) o.batch = number_in<std::int64_t>("--batch", batch, 1, kMaxBatch);
   if (given("--input-shape")) {
     auto [name, shape] = split_name(input_shape);
     o.input_name = name;
@@ -242,10 +277,15 @@ std::optional<Options> parse_options(int argc, char** argv) {
     }
     o.exits = parse_exit_policy(exits);
   }
-  if (o.threads < 0) throw UsageError("--threads must be 0 (all) or positive");
-  if (o.warmup_ms < 0) throw UsageError("--warmup-ms must not be negative");
-  if (given("--duration-s")) positive("--duration-s", o.duration_s);
-  if (given("--iterations")) positive("--iterations", o.iterations);
+  // 0 threads: one per hardware thread.
+  if (given("--threads")) o.threads = number_in("--threads", threads, 0, ThreadPool::max_threads());
+  if (given("--threshold")) o.threshold = number_in("--threshold", threshold, 0.0f, 1.0f);
+  if (given("--warmup-ms")) o.warmup_ms = number_in("--warmup-ms", warmup, 0.0, kMaxWarmupMs);
+  if (given("--duration-s")) {
+    o.duration_s = number_in("--duration-s", duration, 0.0, kMaxDurationS);
+    if (o.duration_s == 0) throw UsageError("--duration-s: 0 would time nothing; give a positive time");
+  }
+  if (given("--iterations")) o.iterations = number_in("--iterations", iterations, 1, kMaxIterations);
   if (given("--percentiles")) {
     o.percentiles = parse_list<double>(percentiles, "--percentiles");
     for (double p : o.percentiles) {
@@ -259,7 +299,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
   }
   if (given("--sweep-size")) {
     o.sweep_sizes = parse_list<std::int64_t>(sweep, "--sweep-size");
-    for (auto size : o.sweep_sizes) positive("--sweep-size", size);
+    for (auto size : o.sweep_sizes) {
+      if (size < 1 || size > kMaxSize) {
+        throw UsageError(fmt::format("--sweep-size: {} is not in [1, {}]", size, kMaxSize));
+      }
+    }
   }
   if (!o.export_plot.empty() && o.sweep_sizes.empty()) {
     throw UsageError("--export-plot needs --sweep-size (it plots the sweep)");

@@ -79,7 +79,7 @@ run_bench inception --model inception
 run_bench resnet18 --model resnet18
 run_bench googlenet --model googlenet
 for policy in off all; do run_bench "exits-$policy" --model resnet18-exits --exits "$policy"; done
-for t in 0 2; do run_bench "exits-early-$t" --model resnet18-exits --exits early --threshold "$t"; done
+for t in 0 1; do run_bench "exits-early-$t" --model resnet18-exits --exits early --threshold "$t"; done
 timeout 120 "$bin/bench/cgr-bench" --device cuda --model two-branch --mode all \
   --sweep-size 16,32,64,112,224 --duration-s 1 >>"$out/timing.log" 2>&1
 # CUPTI timelines of one inference (a bar per kernel/copy, named after its op).

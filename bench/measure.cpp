@@ -94,6 +94,7 @@ ModeRun make_mode_run(const Network& net, const Weights& weights, const EngineOp
               {},
               0,
               {},
+              {},
               {}};
   run.has_enqueue = true;
   run.has_gpu = options.device == Device::cuda;

@@ -40,6 +40,7 @@ struct ModeRun {
   int ops_executed = 0;                                // of the last run
   std::string answered_by;                             // of the last run: an exit's name or "final"
   std::optional<double> max_abs_diff_vs_dag;           // outputs of one inference against dag's
+  std::vector<std::string> non_finite_outputs;         // of one inference (first mode)
 };
 
 // Builds the engine and one context for `options.mode`, timing both, and fills the inputs.

@@ -312,8 +312,12 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
         {"ops_executed", run.ops_executed},
         {"answered_by", run.answered_by},
         {"ratio_vs_dag", dag_median > 0 ? json(latency.median / dag_median) : json(nullptr)},
+        // JSON has no infinity: a NaN on one side only is the string "inf".
         {"max_abs_diff_vs_dag",
-         run.max_abs_diff_vs_dag ? json(*run.max_abs_diff_vs_dag) : json(nullptr)}};
+         !run.max_abs_diff_vs_dag             ? json(nullptr)
+         : std::isfinite(*run.max_abs_diff_vs_dag) ? json(*run.max_abs_diff_vs_dag)
+                                                   : json("inf")},
+        {"non_finite_outputs", run.non_finite_outputs}};
     m["samples"] = {{"latency_ms", run.latency_ms},
                     {"enqueue_ms", run.has_enqueue ? json(run.enqueue_ms) : json(nullptr)},
                     {"gpu_compute_ms", run.has_gpu ? json(run.gpu_ms) : json(nullptr)}};

@@ -2,6 +2,8 @@
 // plotting library: the files must open in any browser with nothing installed.
 #include "svg.hpp"
 
+#include <cgr/files.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -31,12 +33,6 @@ std::string number(double value) {
   return fmt::format("{:.6g}", value);
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) fail("{}: cannot open for writing", path);
-  file << text;
-  if (!file.flush()) fail("{}: write failed", path);
-}
 
 // What of an op's name fits `width` pixels at ~6.5 px per character (11 px font): the whole
 // name, else its first fused layer ("conv1" of "conv1+bn1+relu"), else a prefix of that.
@@ -177,7 +173,7 @@ TimelineFacts write_timeline_svg(const std::string& path, const std::vector<OpSp
     }
   }
   svg += "</svg>\n";
-  write_file(path, svg);
+  write_text_file(path, svg);
   return facts;
 }
 
@@ -303,7 +299,7 @@ void write_sweep_plot(const std::string& path, const SweepPlot& plot) {
   }
   if (!plot.ratio.values.empty()) draw(plot.ratio, "#555", true, ry_of, "x", legend++);
   svg += "</svg>\n";
-  write_file(path, svg);
+  write_text_file(path, svg);
 }
 
 }  // namespace cgr::bench

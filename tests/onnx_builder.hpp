@@ -23,6 +23,11 @@ class OnnxBuilder {
     op->set_version(opset);
   }
   ::onnx::GraphProto& graph() { return *model_.mutable_graph(); }
+  void add_opset(int version, const std::string& domain = "") {
+    auto* op = model_.add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+  }
 
   void input(const std::string& name, const std::vector<std::int64_t>& dims,
              const std::string& symbolic_dim = {}) {

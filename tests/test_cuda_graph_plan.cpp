@@ -53,19 +53,30 @@ bool plan_reaches(const CudaGraphPlan& plan, int from, int to) {
   return reached[static_cast<std::size_t>(to)] != 0;
 }
 
-// Every dependency precedes its node and lives in the same graph.
+// Every dependency precedes its node and lives in the same graph; a body's nodes come after
+// the IF node that opens it (exit k's IF node opens graph k + 1), which lives in the graph
+// before it.
 void check_well_formed(const CudaGraphPlan& plan) {
+  std::vector<int> opened_at(static_cast<std::size_t>(plan.graphs), -1);  // graph -> its IF node
+  opened_at[0] = 0;
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& node = plan.nodes[i];
-    CHECK(node.graph >= 0);
-    CHECK(node.graph < plan.graphs);
+    CAPTURE(node.name);
+    REQUIRE((node.graph >= 0 && node.graph < plan.graphs));
+    CHECK(opened_at[static_cast<std::size_t>(node.graph)] >= 0);  // its graph exists already
+    if (node.kind == CudaGraphPlan::Kind::conditional) {
+      REQUIRE((node.exit >= 0 && node.exit + 1 < plan.graphs));
+      CHECK(node.graph == node.exit);  // exit k's IF node sits in graph k (the body of k - 1)
+      CHECK(opened_at[static_cast<std::size_t>(node.exit) + 1] == -1);  // opened once
+      opened_at[static_cast<std::size_t>(node.exit) + 1] = static_cast<int>(i);
+    }
     for (int d : node.dependencies) {
-      CHECK(d >= 0);
-      CHECK(static_cast<std::size_t>(d) < i);
+      REQUIRE((d >= 0 && static_cast<std::size_t>(d) < i));
       CHECK(plan.nodes[static_cast<std::size_t>(d)].graph == node.graph);
     }
     CHECK(std::is_sorted(node.dependencies.begin(), node.dependencies.end()));
   }
+  for (int g = 0; g < plan.graphs; ++g) CHECK(opened_at[static_cast<std::size_t>(g)] >= 0);
 }
 
 std::set<std::pair<int, int>> ir_edges(const Engine& engine) {

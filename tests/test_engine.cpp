@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
+#include "cgr/thread_pool.hpp"
 #include "cgr/models/random_weights.hpp"
 #include "cgr/models/resnet18.hpp"
 #include "cgr/models/two_branch.hpp"
@@ -209,8 +211,15 @@ TEST_CASE("bad weights are reported all at once, naming layers and tensors") {
   Weights missing = w;
   const std::string message = error_message([&] { Engine::build(net, w); });
   CHECK(message.find("weights do not match the network") == 0);
-  CHECK(message.find("wrong shape: 'conv1.weight' is f32 4x3x5x5 but Conv2d 'conv1' expects f32 4x3x3x3") != std::string::npos);
+  CHECK(message.find("wrong shape: 'conv1.weight' is 4x3x5x5 but Conv2d 'conv1' expects 4x3x3x3") != std::string::npos);
   CHECK(message.find("unexpected (no layer uses them): 'conv9.weight'") != std::string::npos);
+
+  // Half-precision weights of the right shape: a dtype problem, said as one.
+  Weights half = models::random_weights(net);
+  half.set("bn1.weight", Tensor(Shape{4}, DType::f16));
+  CHECK(error_message([&] { Engine::build(net, half); }) ==
+        "weights do not match the network:\n  wrong dtype: 'bn1.weight' is f16 but BatchNorm2d "
+        "'bn1' computes in f32 (convert the checkpoint to float32)");
 
   Weights partial;
   partial.add("conv1.weight", Tensor(Shape{4, 3, 3, 3}));
@@ -232,11 +241,59 @@ TEST_CASE("bad inputs raise errors and leave the context usable") {
   CHECK(error_message([&] { ctx.infer({{"x", TensorView(DType::f16, halves.data(), halves.size())}}); }) ==
         "input 'x' is f16 but the network expects f32");
   CHECK(error_message([&] { ctx.infer({}); }) == "input 'x' (1x3x8x8) is missing");
+  // A tensor of the right size in another layout (NHWC for NCHW) or rank is refused by shape.
+  const Tensor nhwc(Shape{1, 8, 8, 3}, x);
+  CHECK(error_message([&] { ctx.infer({{"x", nhwc}}); }) == "input 'x' has shape 1x8x8x3, expected 1x3x8x8");
+  const Tensor flat(Shape{192}, x);
+  CHECK(error_message([&] { ctx.infer({{"x", flat}}); }) == "input 'x' has shape 192, expected 1x3x8x8");
+  CHECK(ctx.infer({{"x", Tensor(Shape{1, 3, 8, 8}, x)}}).outputs.size() == 1);
   CHECK(error_message([&] { (void)ctx.infer({{"x", x}}).output("logits"); }) ==
         "no output named 'logits' (outputs: out)");
   // Still works.
   CHECK(bit_identical(infer_once(engine, "x", x, "out"),
                       ctx.infer({{"x", x}}).output("out").to_vector()));
+}
+
+TEST_CASE("engine limits: threads, the exit threshold and memory are checked at build") {
+  const Network net = models::two_branch({.size = 8, .width = 4});
+  const Weights w = models::random_weights(net);
+  const int most = ThreadPool::max_threads();
+  CHECK(most == ThreadPool::kMaxThreadsPerHardwareThread * ThreadPool::hardware_threads());
+  CHECK(error_message([&] { Engine::build(net, w, {.threads = most + 1}); }) ==
+        fmt::format("{} threads: give 0 (one per hardware thread) or 1 to {} (4 per hardware "
+                    "thread, {} here)", most + 1, most, ThreadPool::hardware_threads()));
+  CHECK(error_message([&] { Engine::build(net, w, {.threads = -1}); }).starts_with("-1 threads: "));
+  CHECK_NOTHROW(Engine::build(net, w, {.threads = most}));
+  for (float threshold : {-0.1f, 1.5f, std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(threshold);
+    CHECK(error_message([&] { Engine::build(net, w, {.threshold = threshold}); })
+              .find("is not in [0, 1]: it is compared with a confidence") != std::string::npos);
+  }
+  // Activations that cannot fit are refused before any arena is allocated: a terabyte input.
+  Network huge;
+  huge.output("y", huge.relu(huge.input("x", {1, 1, 1 << 19, 1 << 19}), "r"));
+  const std::string message = error_message([&] { Engine::build(huge, {}); });
+  CHECK(message.starts_with("the engine needs 2.0 TiB per context for activations"));
+  CHECK(message.find("(EngineOptions::memory_limit_bytes)") != std::string::npos);
+  // A stated limit is honoured the same way.
+  CHECK(error_message([&] { Engine::build(net, w, {.memory_limit_bytes = 1024}); })
+            .find("more than the 1.0 KiB limit") != std::string::npos);
+}
+
+TEST_CASE("thread pool: a thread the system refuses fails the pool cleanly, with the count") {
+  int started = 0;
+  const ThreadPool::ThreadStarter refuse_third = [&](std::function<void()> body) {
+    if (++started == 3) throw std::system_error(EAGAIN, std::generic_category(), "thread");
+    return std::thread(std::move(body));
+  };
+  // The two workers that did start are stopped and joined: no hang, no std::terminate.
+  CHECK(error_message([&] { ThreadPool pool(4, refuse_third); }).starts_with(
+      "a thread pool of 4 threads: the system started only 3 (thread: "));
+  CHECK(error_message([] { ThreadPool pool(ThreadPool::max_threads() + 1); })
+            .find("a thread pool of") == 0);
+  ThreadPool fine(2);
+  CHECK(fine.size() == 2);
 }
 
 TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CUDA device here") {

@@ -203,6 +203,34 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     b.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
     b.output("y");
   };
+  SUBCASE("a tensor written twice, a doubled opset, an output nothing produces") {
+    OnnxBuilder twice;
+    twice.input("x", {1, 4});
+    twice.node("Relu", {"x"}, {"y"}, "first");
+    twice.node("Relu", {"x"}, {"y"}, "second");
+    twice.output("y");
+    CHECK(error_message([&] { twice.import(); }) ==
+          "test.onnx: node 'second' (Relu): output 'y' is already produced by node 'first' (Relu)");
+    OnnxBuilder over_input;
+    over_input.input("x", {1, 4});
+    over_input.node("Relu", {"x"}, {"x"}, "r");
+    over_input.output("x");
+    CHECK(error_message([&] { over_input.import(); }) ==
+          "test.onnx: node 'r' (Relu): output 'x' is a graph input's name");
+    OnnxBuilder opsets(13);
+    opsets.add_opset(17);
+    opsets.input("x", {1, 4});
+    opsets.node("Relu", {"x"}, {"y"}, "r");
+    opsets.output("y");
+    CHECK(error_message([&] { opsets.import(); }) ==
+          "test.onnx: the model imports the default-domain opset twice (versions 13 and 17)");
+    OnnxBuilder dangling;
+    dangling.input("x", {1, 4});
+    dangling.node("Relu", {"x"}, {"y"}, "r");
+    dangling.output("z");
+    CHECK(error_message([&] { dangling.import(); }) ==
+          "test.onnx: graph output 'z' is not produced by any node, nor is it a graph input");
+  }
   SUBCASE("unsupported op") {
     OnnxBuilder b;
     b.input("x", {1, 4});
@@ -269,7 +297,7 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     external.output("y");
     CHECK(error_message([&] { external.import(); }).find("keeps its data in an external file") != std::string::npos);
     CHECK(error_message([] { import_onnx(std::filesystem::path("/nonexistent/model.onnx")); }) ==
-          "/nonexistent/model.onnx: cannot open the file");
+          "/nonexistent/model.onnx: cannot open (No such file or directory)");
   }
   SUBCASE("an op that needs a constant gets a computed tensor") {
     OnnxBuilder b;

@@ -264,7 +264,7 @@ TEST_CASE("safetensors: files that cannot be opened, and names the writer refuse
   CHECK(error_message([&] { (void)Weights::load_safetensors(missing); }) ==
         missing.string() + ": cannot open (No such file or directory)");
   CHECK(error_message([&] { (void)SafetensorsFile::open(dir.path); }) ==
-        dir.path.string() + ": not a regular file");
+        dir.path.string() + ": a folder, not a regular file");
   const auto empty = dir.path / "empty.safetensors";
   std::ofstream(empty).close();
   CHECK(error_message([&] { (void)load_safetensors(empty); }) ==
@@ -281,5 +281,5 @@ TEST_CASE("safetensors: files that cannot be opened, and names the writer refuse
   const auto nowhere = dir.path / "no" / "such" / "dir.safetensors";
   CHECK(error_message([&] {
           save_safetensors(nowhere, Weights{});
-        }).starts_with(nowhere.string() + ": cannot open for writing"));
+        }).starts_with(nowhere.string() + ": cannot create ("));
 }

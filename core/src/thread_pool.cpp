@@ -1,5 +1,7 @@
 #include "cgr/thread_pool.hpp"
 
+#include "cgr/error.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -35,20 +37,47 @@ bool spin_until(const Ready& ready, std::chrono::microseconds budget = std::chro
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  size_ = threads;
-  workers_.reserve(static_cast<std::size_t>(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+int ThreadPool::hardware_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-ThreadPool::~ThreadPool() {
+int ThreadPool::max_threads() { return kMaxThreadsPerHardwareThread * hardware_threads(); }
+
+ThreadPool::ThreadPool(int threads)
+    : ThreadPool(threads, [](std::function<void()> body) { return std::thread(std::move(body)); }) {}
+
+ThreadPool::ThreadPool(int threads, const ThreadStarter& start) {
+  if (threads <= 0) threads = hardware_threads();
+  if (threads > max_threads()) {
+    fail("a thread pool of {} threads: at most {} ({} per hardware thread, {} here)", threads,
+         max_threads(), kMaxThreadsPerHardwareThread, hardware_threads());
+  }
+  size_ = threads;
+  workers_.reserve(static_cast<std::size_t>(threads - 1));
+  try {
+    for (int i = 1; i < threads; ++i) workers_.push_back(start([this] { worker_loop(); }));
+  } catch (const std::exception& e) {
+    // The destructor will not run for a half-built pool: stop the workers that did start, or
+    // they would wait forever (and their std::thread objects would terminate the process).
+    const std::size_t started = workers_.size();
+    stop_workers();
+    fail("a thread pool of {} threads: the system started only {} ({})", threads, started + 1,
+         e.what());
+  }
+}
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_.store(true);
   }
   wake_.notify_all();
-  for (auto& worker : workers_) worker.join();
+  for (auto& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
+  workers_.clear();
 }
 
 void ThreadPool::submit(std::function<void()> task) {

@@ -2,6 +2,10 @@
 // reference of every backend), the engine's exit decision, and one thread pool per engine.
 #include "cpu_backend.hpp"
 
+#include <unistd.h>
+
+#include <limits>
+
 #include "cgr/layers/element_math.hpp"
 
 namespace cgr::cpu {
@@ -25,6 +29,11 @@ class CpuBackend final : public detail::Backend {
  public:
   std::string unavailable_reason() const override { return {}; }
   std::size_t arena_alignment() const override { return 64; }  // a cache line
+  std::size_t memory_bytes() const override {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                                 : std::numeric_limits<std::size_t>::max();
+  }
 
   // Every layer makes its own CPU kernel, so every registered kind is implemented.
   std::vector<std::string> layer_kinds() const override { return registered_layer_kinds(); }

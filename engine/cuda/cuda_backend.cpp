@@ -33,6 +33,11 @@ class CudaBackend final : public detail::Backend {
   std::string unavailable_reason() const override { return device_unavailable_reason(); }
   // cublasSetWorkspace requires 256-byte aligned workspaces; cudaMalloc's base is 256-aligned.
   std::size_t arena_alignment() const override { return 256; }
+  std::size_t memory_bytes() const override {
+    std::size_t free = 0, total = 0;
+    CGR_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return total;
+  }
   std::vector<std::string> layer_kinds() const override { return gpu_op_kinds(); }
 
   std::unique_ptr<detail::Program> compile(const detail::CompiledEngine& engine,

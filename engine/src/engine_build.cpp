@@ -8,10 +8,24 @@
 #include "cgr/backend/backend.hpp"
 #include "cgr/engine.hpp"
 #include "cgr/error.hpp"
+#include "cgr/thread_pool.hpp"
 
 namespace cgr {
 namespace detail {
 namespace {
+
+// "1.5 GiB", "820.0 KiB", "12 bytes".
+std::string readable_bytes(std::size_t bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return fmt::format("{} bytes", bytes);
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, units[unit]);
+}
 
 void declare_inputs_outputs(const Network& network, CompiledEngine& engine) {
   for (Value v : network.inputs()) {
@@ -118,7 +132,15 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   const detail::Backend* backend = detail::find_backend(options.device);
   if (backend == nullptr) fail("this cgr has no backend for device {}", to_string(options.device));
   if (network.outputs().empty()) fail("the network declares no output (call Network::output)");
-  if (!(options.threshold == options.threshold)) fail("the exit threshold is NaN");
+  if (!(options.threshold >= 0.0f && options.threshold <= 1.0f)) {
+    fail("the exit threshold {} is not in [0, 1]: it is compared with a confidence, a probability",
+         options.threshold);
+  }
+  if (options.threads < 0 || options.threads > ThreadPool::max_threads()) {
+    fail("{} threads: give 0 (one per hardware thread) or 1 to {} ({} per hardware thread, {} here)",
+         options.threads, ThreadPool::max_threads(), ThreadPool::kMaxThreadsPerHardwareThread,
+         ThreadPool::hardware_threads());
+  }
 
   auto engine = std::make_shared<detail::CompiledEngine>();
   engine->options = options;
@@ -130,6 +152,16 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   engine->program = backend->compile(*engine, layer_ops);
   detail::add_workspaces(*engine);
   detail::plan_arena(*engine, backend->arena_alignment());
+  // Contexts allocate their arena later: refuse here what could never fit.
+  std::size_t weight_bytes = 0;
+  for (const auto& [name, tensor] : weights.tensors()) weight_bytes += tensor.bytes().size();
+  const std::size_t limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes : backend->memory_bytes();
+  if (engine->plan.arena_bytes > limit || weight_bytes > limit - engine->plan.arena_bytes) {
+    fail("the engine needs {} per context for activations and {} of weights, more than the {} "
+         "{} (EngineOptions::memory_limit_bytes); use smaller inputs",
+         detail::readable_bytes(engine->plan.arena_bytes), detail::readable_bytes(weight_bytes),
+         detail::readable_bytes(limit), options.memory_limit_bytes > 0 ? "limit" : "the device has");
+  }
 
   auto& info = engine->info;
   info.ops = engine->graph.op_count();

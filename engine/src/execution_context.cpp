@@ -3,6 +3,7 @@
 // backend's record of a run into the reports (which ops ran, which exits fired, op timings).
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "cgr/backend/backend.hpp"
@@ -197,6 +198,12 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
       fail("input '{}' is {} but the network expects {}", name, to_string(view.dtype),
            to_string(desc.dtype));
     }
+    if (view.shape_known && !std::equal(view.dims.begin(), view.dims.end(),
+                                        desc.shape.dims().begin(), desc.shape.dims().end())) {
+      fail("input '{}' has shape {}, expected {}", name,
+           Shape(std::vector<std::int64_t>(view.dims.begin(), view.dims.end())).to_string(),
+           desc.shape.to_string());
+    }
     if (view.count != static_cast<std::size_t>(desc.shape.numel())) {
       fail("input '{}' has {} elements, expected {} ({})", name, view.count, desc.shape.numel(),
            desc.shape.to_string());
@@ -223,8 +230,13 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
     const TensorDesc& desc = engine.output_descs[i];
     Tensor tensor(desc.shape, desc.dtype);
     std::memcpy(tensor.bytes().data(), state_->backend->host_value(value), tensor.bytes().size());
+    const auto values = tensor.f32();
+    if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
+      result.non_finite_outputs.push_back(desc.name);
+    }
     result.outputs.emplace(desc.name, std::move(tensor));
   }
+  std::sort(result.non_finite_outputs.begin(), result.non_finite_outputs.end());
   result.exits = exit_reports();
   if (engine.early_exits()) {
     for (const auto& report : result.exits) {

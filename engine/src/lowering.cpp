@@ -68,7 +68,7 @@ NetworkUse analyse_use(const Network& net, bool keep_exits) {
 std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weights,
                                        const NetworkUse& use) {
   std::vector<LayerWeights> bound(static_cast<std::size_t>(net.layer_count()));
-  std::vector<std::string> missing, mismatched, unexpected;
+  std::vector<std::string> missing, mismatched, wrong_dtype, unexpected;
   std::set<std::string, std::less<>> known;
   for (int i = 0; i < net.layer_count(); ++i) {
     const Layer& layer = net.layer(i);
@@ -84,11 +84,17 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
         }
         continue;
       }
-      if (tensor->shape() != spec.shape || tensor->dtype() != DType::f32) {
-        mismatched.push_back(fmt::format("'{}' is {} {} but {} '{}' expects f32 {}", name,
-                                         to_string(tensor->dtype()),
+      if (tensor->shape() != spec.shape) {
+        mismatched.push_back(fmt::format("'{}' is {} but {} '{}' expects {}", name,
                                          tensor->shape().to_string(), layer.label(), layer.name(),
                                          spec.shape.to_string()));
+        continue;
+      }
+      if (tensor->dtype() != DType::f32) {
+        wrong_dtype.push_back(fmt::format("'{}' is {} but {} '{}' computes in f32 (convert the "
+                                          "checkpoint to float32)",
+                                          name, to_string(tensor->dtype()), layer.label(),
+                                          layer.name()));
         continue;
       }
       bound[i].emplace(spec.suffix, tensor);
@@ -97,11 +103,14 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
   for (const auto& [name, tensor] : weights.tensors()) {
     if (!known.contains(name)) unexpected.push_back(fmt::format("'{}'", name));
   }
-  if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
+  if (!missing.empty() || !mismatched.empty() || !wrong_dtype.empty() || !unexpected.empty()) {
     std::string message = "weights do not match the network:";
     if (!missing.empty()) message += fmt::format("\n  missing: {}", fmt::join(missing, ", "));
     if (!mismatched.empty()) {
       message += fmt::format("\n  wrong shape: {}", fmt::join(mismatched, "; "));
+    }
+    if (!wrong_dtype.empty()) {
+      message += fmt::format("\n  wrong dtype: {}", fmt::join(wrong_dtype, "; "));
     }
     if (!unexpected.empty()) {
       message += fmt::format("\n  unexpected (no layer uses them): {}", fmt::join(unexpected, ", "));

@@ -5,20 +5,13 @@
 // hostile header cannot make us allocate more than the file holds.
 #include "cgr/npy.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "cgr/error.hpp"
@@ -307,27 +300,9 @@ Tensor parse_npy(std::span<const std::byte> bytes, std::string_view what) {
 }
 
 Tensor load_npy(const std::filesystem::path& path) {
-  const std::string what = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open ({})", what, detail::errno_message());
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) fail("{}: cannot stat ({})", what, detail::errno_message());
-  if (!S_ISREG(info.st_mode)) fail("{}: not a regular file", what);
-  std::vector<std::byte> bytes(static_cast<std::size_t>(info.st_size));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("{}: read failed ({})", what, detail::errno_message());
-    if (n == 0) break;  // the file shrank under us: parse what is there
-    done += static_cast<std::size_t>(n);
-  }
-  bytes.resize(done);
-  return parse_npy(bytes, what);
+  // The largest .npy cgr reads: a 4 GiB header (version 2.0's limit) and 2^40 4-byte values.
+  constexpr std::uint64_t kMaxBytes = (std::uint64_t{1} << 32) + (std::uint64_t{4} << 40);
+  return parse_npy(read_file(path, kMaxBytes, "a .npy file"), path.string());
 }
 
 std::vector<std::byte> serialize_npy(const Tensor& tensor) {
@@ -363,7 +338,7 @@ std::vector<std::byte> serialize_npy(const Tensor& tensor) {
 }
 
 void save_npy(const std::filesystem::path& path, const Tensor& tensor) {
-  detail::write_file(path, serialize_npy(tensor));
+  write_file(path, serialize_npy(tensor));
 }
 
 }  // namespace cgr

@@ -6,11 +6,6 @@
 // the file.
 #include "cgr/safetensors.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -143,17 +138,6 @@ SafetensorsMetadata parse_metadata(const json& value, std::string_view what) {
 
 }  // namespace
 
-// The mapped file, unmapped when the SafetensorsFile goes.
-struct SafetensorsFile::Mapping {
-  void* address;
-  std::size_t length;
-
-  Mapping(void* a, std::size_t l) : address(a), length(l) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { ::munmap(address, length); }
-};
-
 SafetensorsFile::SafetensorsFile() = default;
 SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
@@ -162,21 +146,11 @@ SafetensorsFile::~SafetensorsFile() = default;
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   SafetensorsFile file;
   file.what_ = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open ({})", file.what_, detail::errno_message());
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) fail("{}: cannot stat ({})", file.what_, detail::errno_message());
-  if (!S_ISREG(info.st_mode)) fail("{}: not a regular file", file.what_);
-  const auto size = static_cast<std::size_t>(info.st_size);
-  if (size < 8) fail_too_short(file.what_, size);  // mmap cannot map an empty file
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (address == MAP_FAILED) fail("{}: cannot map ({})", file.what_, detail::errno_message());
-  file.mapping_ = std::make_unique<Mapping>(address, size);
-  file.parse({static_cast<const std::byte*>(address), size});
+  // Read, not mapped: a mapped file truncated by someone else faults the next access (SIGBUS);
+  // a file in memory cannot change under us. The storage's heap buffer survives moves of the
+  // SafetensorsFile, so the spans into it stay valid.
+  file.storage_ = read_file(path, 8 + kMaxHeaderBytes + (std::uint64_t{8} << 40), "a safetensors file");
+  file.parse(file.storage_);
   return file;
 }
 
@@ -352,7 +326,7 @@ std::vector<std::byte> serialize_safetensors(const Weights& weights,
 
 void save_safetensors(const std::filesystem::path& path, const Weights& weights,
                       const SafetensorsMetadata& metadata) {
-  detail::write_file(path, serialize_safetensors(weights, metadata));
+  write_file(path, serialize_safetensors(weights, metadata));
 }
 
 }  // namespace cgr

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <cgr/engine.hpp>
+#include <cgr/files.hpp>
 #include <fmt/format.h>
 
 #include "common/timing.hpp"
@@ -26,8 +26,8 @@ inline void compare_modes(const Network& net, const std::string& title, const Mo
   const Graph graph = net.graph();
   fmt::print("{}: {} layers, critical path {}, width {}\n", title, graph.op_count(),
              graph.critical_path_length(), graph.max_width());
-  if (!o.dot_path.empty()) {
-    std::ofstream(o.dot_path) << graph.to_dot(title);
+  if (!o.dot_path.empty()) {  // written before anything is timed: a bad path fails first
+    write_text_file(o.dot_path, graph.to_dot(title));
     fmt::print("DOT written to {}\n", o.dot_path);
   }
   const Weights weights = models::random_weights(net, 1);

@@ -20,21 +20,16 @@ int main(int argc, char** argv) {
       "dependency analysis and the latency of every mode of the device, side by side.",
       "inception");
   cgr::samples::add_device_option(app, device);
-  app.add_option("--size", size, "input height and width")
-      ->check(cgr::samples::kPositive)
-      ->capture_default_str();
+  cgr::samples::add_size_option(app, size, "input height and width");
   cgr::samples::add_threads_option(app, options.threads);
   cgr::samples::add_iterations_option(app, options.iterations);
   app.add_option("--dot", options.dot_path, "write the dependency graph as DOT to FILE");
   cgr::samples::parse_command_line(app, argc, argv);
-  try {
+  return cgr::samples::run_guarded("inception", [&] {
     options.device = cgr::samples::choose_device(device);
     cgr::samples::compare_modes(
         cgr::models::inception_module(192, size),
         "inception3a (192 x " + std::to_string(size) + " x " + std::to_string(size) + ")", options);
-  } catch (const cgr::Error& e) {
-    std::fprintf(stderr, "inception: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

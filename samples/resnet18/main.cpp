@@ -38,9 +38,7 @@ Options parse(int argc, char** argv) {
       "resnet18");
   cgr::samples::add_device_option(app, o.device);
   cgr::samples::add_threads_option(app, o.threads);
-  app.add_option("--size", o.size, "input height and width")
-      ->check(cgr::samples::kPositive)
-      ->capture_default_str();
+  cgr::samples::add_size_option(app, o.size, "input height and width");
   cgr::samples::add_iterations_option(app, o.iterations);
   cgr::samples::parse_command_line(app, argc, argv);
   return o;
@@ -50,7 +48,7 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  try {
+  return cgr::samples::run_guarded("resnet18", [&] {
     const cgr::Device device = cgr::samples::choose_device(o.device);
 
     const cgr::Network net = cgr::models::resnet18(1, o.size);
@@ -99,9 +97,6 @@ int main(int argc, char** argv) {
       fmt::print("  {:<13} {:8.2f} ms   ({:.2f}x dag)\n", cgr::to_string(modes[k]), medians[k],
                  medians[k] / medians[0]);
     }
-  } catch (const cgr::Error& e) {
-    std::fprintf(stderr, "resnet18: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

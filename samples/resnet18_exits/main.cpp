@@ -7,69 +7,33 @@
 //   resnet18_exits [--device cuda|cpu] [--weights FILE.safetensors] [--image FILE.npy]
 //                  [--exits off|all|early] [--threshold T] [--classes N]
 //                  [--export-output DIR] [--threads N] [--iterations N] [--size S]
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 
 #include <fmt/format.h>
 #include <cgr/engine.hpp>
+#include <cgr/files.hpp>
 #include <cgr/npy.hpp>
 
 #include "cgr/models/random_weights.hpp"
 #include "cgr/models/resnet18_exits.hpp"
 #include "common/cli.hpp"
+#include "options.hpp"
 #include "common/device.hpp"
 #include "common/timing.hpp"
 
-namespace {
-
-struct Options {
-  std::string device;  // empty: cuda when there is a device, else cpu
-  std::string weights, image, export_dir;
-  cgr::ExitPolicy policy = cgr::ExitPolicy::early;
-  float threshold = 0.9f;
-  std::int64_t classes = 0;  // 0: from the weights file, else 1000
-  std::int64_t size = 224;
-  int threads = 0, iterations = 20;
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  std::string policy = "early";
-  CLI::App app(
-      "ResNet-18 with auxiliary early exits after layer1, layer2 and layer3: one image "
-      "under the chosen exit policy (each head's top-1, confidence and whether it "
-      "fired; which exit answered), then the latency of the three policies side by side.",
-      "resnet18_exits");
-  cgr::samples::add_device_option(app, o.device);
-  app.add_option("--weights", o.weights,
-                 "FILE.safetensors with the sample's weight names (default: seeded)");
-  app.add_option("--image", o.image, "FILE.npy, 1x3xSxS or 3xSxS (default: seeded)");
-  app.add_option("--exits", policy, "off, all or early")
-      ->check(CLI::IsMember({"off", "all", "early"}))
-      ->capture_default_str();
-  app.add_option("--threshold", o.threshold, "an exit fires when its confidence reaches T")
-      ->capture_default_str();
-  app.add_option("--classes", o.classes, "classes (default: from the weights file, else 1000)")
-      ->check(cgr::samples::kNonNegative);
-  app.add_option("--export-output", o.export_dir, "write the outputs as DIR/NAME.npy");
-  cgr::samples::add_threads_option(app, o.threads);
-  cgr::samples::add_iterations_option(app, o.iterations);
-  app.add_option("--size", o.size, "input height and width of the seeded image")
-      ->check(cgr::samples::kPositive)
-      ->capture_default_str();
-  cgr::samples::parse_command_line(app, argc, argv);
-  o.policy = cgr::parse_exit_policy(policy);
-  return o;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  try {
+  const cgr::samples::ExitsOptions o = cgr::samples::parse_exits_options(argc, argv);
+  return cgr::samples::run_guarded("resnet18_exits", [&] {
+    // Where the outputs go is checked before anything runs.
+    if (!o.export_dir.empty()) cgr::prepare_output_folder(o.export_dir);
     const cgr::Device device = cgr::samples::choose_device(o.device);
     cgr::Weights weights;
     std::int64_t classes = o.classes;
@@ -78,6 +42,10 @@ int main(int argc, char** argv) {
       const cgr::Tensor* fc = weights.find("fc.weight");
       if (fc == nullptr)
         cgr::fail("{}: no 'fc.weight' (is this a ResNet-18 checkpoint?)", o.weights);
+      if (fc->shape().rank() != 2 || fc->shape()[0] < 1) {
+        cgr::fail("{}: 'fc.weight' has shape {}, expected classes x 512", o.weights,
+                  fc->shape().to_string());
+      }
       if (classes == 0) classes = fc->shape()[0];
     }
     if (classes == 0) classes = 1000;
@@ -90,6 +58,7 @@ int main(int argc, char** argv) {
                       (s.rank() == 3 && s[0] == 3 && s[1] == s[2]);
       if (!ok)
         cgr::fail("{}: image has shape {}, expected 1x3xSxS or 3xSxS", o.image, s.to_string());
+      if (s.rank() == 3) image = cgr::Tensor(cgr::Shape{1, s[0], s[1], s[2]}, image.to_vector());
     } else {
       image = cgr::Tensor(
           cgr::Shape{1, 3, o.size, o.size},
@@ -112,8 +81,19 @@ int main(int argc, char** argv) {
                                             .threshold = o.threshold}));
       contexts.push_back(engines.back().create_context());
     }
+    std::map<std::string, std::filesystem::path> export_files;
+    if (!o.export_dir.empty()) {
+      std::vector<std::string> names;
+      for (const auto& desc : engines[0].outputs()) names.push_back(desc.name);
+      const auto paths = cgr::output_file_paths(o.export_dir, names, ".npy");
+      for (std::size_t i = 0; i < names.size(); ++i) export_files.emplace(names[i], paths[i]);
+    }
     const auto chosen = static_cast<std::size_t>(o.policy);
     const cgr::Result result = contexts[chosen].infer({{"image", cgr::TensorView(image)}});
+    // A row with a NaN or an infinity has no top-1 class.
+    auto finite = [](std::span<const float> row) {
+      return std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); });
+    };
 
     fmt::print(
         "ResNet-18 with exits after layer1, layer2, layer3; 1x3x{}x{}, {} classes, {} weights; "
@@ -126,22 +106,25 @@ int main(int argc, char** argv) {
         fmt::print("  {:<6} {:>6} {:>11}  skipped (an earlier exit answered)\n", e.name, "-", "-");
         continue;
       }
-      fmt::print("  {:<6} {:>6} {:>11.4f}  {}\n", e.name, e.top1[0], e.confidence[0],
-                 e.fired ? "yes" : "no");
+      const bool usable = finite(result.output(e.name).f32());
+      fmt::print("  {:<6} {:>6} {:>11.4f}  {}\n", e.name, usable ? std::to_string(e.top1[0]) : "-",
+                 e.confidence[0], e.fired ? "yes" : "no");
     }
     if (const auto it = result.outputs.find("final"); it != result.outputs.end()) {
       const auto logits = it->second.f32();
       const auto top = std::max_element(logits.begin(), logits.end()) - logits.begin();
-      fmt::print("  {:<6} {:>6}\n", "final", top);
+      fmt::print("  {:<6} {:>6}\n", "final", finite(logits) ? std::to_string(top) : "-");
     }
     fmt::print("answered by: {}\n", result.answered_by);
 
     if (!o.export_dir.empty()) {
-      std::filesystem::create_directories(o.export_dir);
-      for (const auto& [name, tensor] : result.outputs) {
-        cgr::save_npy(std::filesystem::path(o.export_dir) / (name + ".npy"), tensor);
-      }
+      for (const auto& [name, tensor] : result.outputs) cgr::save_npy(export_files.at(name), tensor);
       fmt::print("outputs written to {}\n", o.export_dir);
+    }
+    if (!result.non_finite_outputs.empty()) {
+      std::fprintf(stderr, "resnet18_exits: outputs %s hold NaN or infinite values (is the image finite?)\n",
+                   fmt::format("{}", fmt::join(result.non_finite_outputs, ", ")).c_str());
+      return 1;
     }
 
     for (std::size_t k = 0; k < contexts.size(); ++k) {
@@ -158,9 +141,6 @@ int main(int argc, char** argv) {
                  cgr::to_string(policies[k]), medians[k], medians[k] / medians[0],
                  contexts[k].ops_executed());
     }
-  } catch (const cgr::Error& e) {
-    std::fprintf(stderr, "resnet18_exits: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

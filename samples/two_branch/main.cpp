@@ -22,26 +22,21 @@ int main(int argc, char** argv) {
       "analysis and the latency of every mode of the device, side by side.",
       "two_branch");
   cgr::samples::add_device_option(app, device_name);
-  app.add_option("--size", model.size, "input height and width")
-      ->check(cgr::samples::kPositive)
-      ->capture_default_str();
+  cgr::samples::add_size_option(app, model.size, "input height and width");
   app.add_option("--width", model.width, "channels of every conv")
-      ->check(cgr::samples::kPositive)
+      ->check(cgr::samples::in_range(1, 65536))
       ->capture_default_str();
   cgr::samples::add_threads_option(app, threads);
   cgr::samples::add_iterations_option(app, iterations);
   app.add_option("--dot", dot_path, "write the dependency graph as DOT to FILE");
   cgr::samples::parse_command_line(app, argc, argv);
-  try {
+  return cgr::samples::run_guarded("two_branch", [&] {
     cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name), threads,
                                          iterations, dot_path};
     const std::string title = "two-branch (1x" + std::to_string(model.channels) + "x" +
                               std::to_string(model.size) + "x" + std::to_string(model.size) + ", " +
                               std::to_string(model.width) + " channels per conv)";
     cgr::samples::compare_modes(cgr::models::two_branch(model), title, options);
-  } catch (const cgr::Error& e) {
-    std::fprintf(stderr, "two_branch: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

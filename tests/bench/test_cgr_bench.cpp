@@ -7,9 +7,11 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -165,7 +167,7 @@ void check_stats(const json& s, const std::vector<std::string>& percentiles) {
   CHECK(median <= max);
   CHECK(min <= mean);
   CHECK(mean <= max);
-  CHECK(s["stddev"].get<double>() >= 0);
+  CHECK(s["cv"].get<double>() == doctest::Approx(s["stddev"].get<double>() / mean));
   double previous = min;
   for (const auto& p : percentiles) {
     INFO(p);
@@ -213,7 +215,18 @@ TEST_CASE("cgr-bench: one cpu mode, JSON fields, ordering and the iteration coun
   CHECK(m["latency_ms"]["count"] == 20);
   CHECK(m["throughput_per_s"].get<double>() > 0);
   CHECK(m["build_ms"].get<double>() > 0);
-  CHECK(m["instantiate_ms"].get<double>() >= 0);
+  CHECK(m["instantiate_ms"].get<double>() > 0);
+  // The population standard deviation of the samples the report lists.
+  {
+    const auto& samples = m["samples"]["latency_ms"];
+    double sum = 0, squares = 0;
+    for (const auto& v : samples) sum += v.get<double>();
+    const double mean = sum / static_cast<double>(samples.size());
+    for (const auto& v : samples) squares += (v.get<double>() - mean) * (v.get<double>() - mean);
+    CHECK(m["latency_ms"]["stddev"].get<double>() ==
+          doctest::Approx(std::sqrt(squares / static_cast<double>(samples.size()))));
+    CHECK(m["latency_ms"]["mean"].get<double>() == doctest::Approx(mean));
+  }
   // On the cpu the host enqueue time is the latency; there is no GPU compute time.
   CHECK(m["enqueue_ms"]["median"] == m["latency_ms"]["median"]);
   CHECK(m["gpu_compute_ms"].is_null());
@@ -404,13 +417,36 @@ TEST_CASE("cgr-bench: --load-input feeds the model and --export-output writes it
   CHECK(unknown.err.find("no input named 'y'") != std::string::npos);
 }
 
-TEST_CASE("cgr-bench: --help defines the metrics") {
-  const Run run = bench("--help", "help");
-  CHECK(run.status == 0);
-  for (const char* metric :
-       {"latency", "median", "pN", "throughput", "host enqueue", "GPU compute", "stability",
-        "ratio vs dag", "critical path", "width", "arena", "instantiate"}) {
-    INFO(metric);
-    CHECK(run.out.find(metric) != std::string::npos);
+TEST_CASE("cgr-bench: --help defines every metric the report prints") {
+  const Run help = bench("--help", "help");
+  REQUIRE(help.status == 0);
+  const auto metrics = help.out.find("\nMetrics\n");
+  REQUIRE(metrics != std::string::npos);
+  const std::string definitions = help.out.substr(metrics);
+  // A definition starts a line of the Metrics section: "  latency          wall-clock ...".
+  auto defined = [&](const std::string& metric) {
+    return definitions.find("\n  " + metric + " ") != std::string::npos;
+  };
+  // The labels of a real report: the first column of every "  label   value" line of the
+  // performance summary, and the statistics of its latency line.
+  const Run run = bench(kSmall + " --iterations 3", "help_report");
+  REQUIRE(run.status == 0);
+  std::set<std::string> labels;
+  std::istringstream lines(run.out.substr(run.out.find("=== Performance summary")));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("=== Comparison")) break;
+    if (!line.starts_with("  ")) continue;
+    const auto end = line.find("  ", 2);
+    if (end != std::string::npos) labels.insert(line.substr(2, end - 2));
+  }
+  REQUIRE(labels.size() >= 6);
+  for (const char* statistic : {"min", "mean", "median", "max", "stddev", "pN"}) labels.insert(statistic);
+  for (const char* graph_fact : {"layers", "ops", "edges", "critical path", "width", "lanes",
+                                 "arena", "weights", "build", "instantiate", "ratio vs dag"}) {
+    labels.insert(graph_fact);
+  }
+  for (const std::string& label : labels) {
+    INFO(label);
+    CHECK(defined(label));
   }
 }

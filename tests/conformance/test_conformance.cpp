@@ -48,10 +48,16 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 TEST_CASE("every exported model matches PyTorch on the CPU executor, eager and dag") {
+  // make_models.py writes 157: an empty or truncated manifest must not pass as "all match".
+  constexpr std::size_t kMinimumModels = 150;
+  REQUIRE(manifest.is_array());
+  REQUIRE(manifest.size() >= kMinimumModels);
   std::vector<std::string> rows;
+  std::size_t compared = 0;
   for (const auto& entry : manifest) {
     const std::string name = entry.at("name");
     CAPTURE(name);
+    REQUIRE(!entry.at("outputs").empty());
     const auto t0 = std::chrono::steady_clock::now();
     cgr::OnnxModel model;
     try {
@@ -77,12 +83,16 @@ TEST_CASE("every exported model matches PyTorch on the CPU executor, eager and d
         const double error = relative_error(actual.f32(), expected.f32());
         CHECK_MESSAGE(error <= tolerance, name << " (" << cgr::to_string(mode) << ", " << out.at("name").get<std::string>() << "): relative error " << error);
         worst = std::max(worst, error);
+        ++compared;
       }
     }
     rows.push_back(fmt::format("{:<40} {:>10.2e} {:>10.1f} {:>10.1f}", name, worst, import_ms, compile_ms));
   }
   fmt::print("{:<40} {:>10} {:>10} {:>10}\n", "model", "max rel", "import ms", "compile ms");
   for (const auto& row : rows) fmt::print("{}\n", row);
+  // Every model imported and was compared in both modes.
+  CHECK(rows.size() == manifest.size());
+  CHECK(compared >= 2 * manifest.size());
 }
 
 TEST_CASE("googlenet from ONNX: each Inception module's four branches are parallel lanes") {

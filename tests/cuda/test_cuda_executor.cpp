@@ -208,7 +208,7 @@ TEST_CASE("CUDA: 1000 replays with fresh inputs give the results of one-off runs
   }
 }
 
-TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above 1" * doctest::skip(no_device)) {
+TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and 1" * doctest::skip(no_device)) {
   const Network net = models::resnet18_exits(1, 64, 10);
   const Weights w = models::random_weights(net, 5);
   const auto x = test::random_vector(3 * 64 * 64, 6);
@@ -248,7 +248,7 @@ TEST_CASE("CUDA exits: all, early with threshold 0 (conditional nodes) and above
       CHECK(report.last_run_launches == 1);
     }
 
-    const Engine early2 = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = 2.0f});
+    const Engine early2 = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = 1.0f});
     const Result r2 = early2.create_context().infer({{"image", x}});
     CHECK(r2.answered_by == "final");
     CHECK(test::relative_error(r2.output("final").to_vector(), final_ref) < 1e-4);

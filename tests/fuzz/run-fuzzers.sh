@@ -20,10 +20,10 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCGR_ENABLE_CUDA=OFF -DCGR_BUILD_FUZZERS=ON -DCGR_BUILD_TESTS=OFF -DCGR_BUILD_SAMPLES=OFF \
   -DCGR_BUILD_BENCH=OFF \
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" --target fuzz_npy fuzz_safetensors fuzz_onnx
+cmake --build "$build" --target fuzz_npy fuzz_safetensors fuzz_onnx fuzz_cli
 
 status=0
-for name in npy safetensors onnx; do
+for name in npy safetensors onnx cli; do
   fuzzer=$build/tests/fuzz/fuzz_$name
   run=$build/runs/$name
   rm -rf "$run"
@@ -32,7 +32,10 @@ for name in npy safetensors onnx; do
   echo "== fuzz_$name: ${seconds}s"
   dict=()
   [[ -f "$here/$name.dict" ]] && dict=(-dict="$here/$name.dict")
-  if "$fuzzer" "$run/corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
+  # The command-line parsers print --help to stdout: closed, so the log keeps the findings.
+  quiet=()
+  [[ $name == cli ]] && quiet=(-close_fd_mask=1)
+  if "$fuzzer" "$run/corpus" "${dict[@]}" "${quiet[@]}" -max_total_time="$seconds" -timeout=10 \
        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/artifacts/" \
        >"$run/log" 2>&1; then
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$run/log" || true

@@ -72,12 +72,15 @@ class Tensor {
   std::vector<std::byte> bytes_;
 };
 
-// Non-owning view of caller data handed to infer(): dtype + element count are checked against
-// the engine's input descriptor.
+// Non-owning view of caller data handed to infer(): the dtype and the element count are
+// checked against the engine's input descriptor, and so is the shape when the view knows it
+// (a view of a Tensor does): data of the right size in the wrong layout is refused.
 struct TensorView {
   DType dtype = DType::f32;
   const void* data = nullptr;
   std::size_t count = 0;  // elements
+  std::span<const std::int64_t> dims;  // the viewed tensor's shape, when shape_known
+  bool shape_known = false;
 
   TensorView() = default;
   TensorView(std::span<const float> values)  // NOLINT: implicit on purpose
@@ -86,7 +89,8 @@ struct TensorView {
       : dtype(DType::f32), data(values.data()), count(values.size()) {}
   TensorView(const Tensor& tensor)  // NOLINT: implicit on purpose
       : dtype(tensor.dtype()), data(tensor.bytes().data()),
-        count(static_cast<std::size_t>(tensor.numel())) {}
+        count(static_cast<std::size_t>(tensor.numel())), dims(tensor.shape().dims()),
+        shape_known(true) {}
   TensorView(DType type, const void* pointer, std::size_t elements)
       : dtype(type), data(pointer), count(elements) {}
 };

@@ -23,8 +23,18 @@ namespace cgr {
 
 class ThreadPool {
  public:
-  // threads <= 0: one per hardware thread.
+  // A pool may have at most this many threads per hardware thread (oversubscription beyond it
+  // only adds switching); more is an Error naming the limit.
+  static constexpr int kMaxThreadsPerHardwareThread = 4;
+  static int hardware_threads();
+  static int max_threads();
+
+  // threads <= 0: one per hardware thread. Error when `threads` is over max_threads(), or when
+  // the system refuses a thread (the workers already started are stopped first).
   explicit ThreadPool(int threads = 0);
+  // How a worker thread is started (std::thread by default): tests make it fail.
+  using ThreadStarter = std::function<std::thread(std::function<void()>)>;
+  ThreadPool(int threads, const ThreadStarter& start);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -47,6 +57,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void stop_workers() noexcept;
 
   int size_ = 1;
   std::vector<std::thread> workers_;

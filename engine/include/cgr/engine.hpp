@@ -54,11 +54,18 @@ std::vector<std::string> supported_layer_kinds(Device device);
 struct EngineOptions {
   Device device = Device::cpu;
   Mode mode = Mode::dag;
-  int threads = 0;    // CPU threads computing (caller included); 0: one per hardware thread
+  // CPU threads computing (caller included); 0: one per hardware thread. At most
+  // ThreadPool::max_threads() (4 per hardware thread).
+  int threads = 0;
   bool fuse = true;   // fold BatchNorm into convs, fuse residual Add and ReLU into them
   ExitPolicy exits = ExitPolicy::all;
-  float threshold = 0.9f;  // an exit fires when every sample's confidence >= threshold
+  // An exit fires when every sample's confidence (a probability) is >= threshold, in [0, 1].
+  float threshold = 0.9f;
   bool allow_tf32 = false;  // CUDA: let cuDNN/cuBLAS use TF32 tensor cores (not bit-faithful fp32)
+  // The most memory one context's activation arena plus the weights may take; building a
+  // larger engine is an Error, before anything that size is allocated. 0: the device's memory
+  // (CPU: physical memory; CUDA: the GPU's).
+  std::size_t memory_limit_bytes = 0;
 };
 
 // What the CUDA executor builds for an engine's graph mode (dag or stream-graph), computed
@@ -126,6 +133,9 @@ struct Result {
   std::vector<ExitReport> exits;
   // Which exit answered: its name, or "final" when the whole network ran to its outputs.
   std::string answered_by = "final";
+  // The outputs (and exit logits) holding a NaN or an infinity, sorted: a finite input can
+  // lead there (overflow), and a non-finite one does. Tools warn about them.
+  std::vector<std::string> non_finite_outputs;
   // Error naming the available outputs when `name` is not one of them. On a temporary Result
   // the tensor is moved out, so `ctx.infer(...).output("y")` is safe to keep.
   const Tensor& output(std::string_view name) const&;
@@ -187,7 +197,9 @@ class ExecutionContext {
   ExecutionContext(ExecutionContext&&) noexcept;
   ExecutionContext& operator=(ExecutionContext&&) noexcept;
 
-  // Copies the named inputs in, runs, returns copies of every output.
+  // Copies the named inputs in, runs, returns copies of every output. Each input must have the
+  // declared dtype and element count and, when its view knows a shape (a view of a Tensor),
+  // exactly the declared shape. (The tools' .npy inputs may also omit a leading batch of 1.)
   Result infer(const NamedInputs& inputs);
 
   // Zero-copy use: write inputs into input_buffer(), call run(), read output_buffer().

@@ -32,7 +32,7 @@ struct SafetensorsInfo {
   std::uint64_t size() const { return end - begin; }
 };
 
-// A validated safetensors file, memory-mapped (open) or viewing caller memory (view). Opening
+// A validated safetensors file, read into memory (open) or viewing caller memory (view). Opening
 // checks the whole header: JSON syntax, entry types, known dtype names, non-negative shapes,
 // data_offsets [begin, end] with begin <= end inside the buffer, size = elements x dtype size,
 // no two tensors overlapping, string-valued metadata. It accepts tensors of every safetensors
@@ -40,8 +40,8 @@ struct SafetensorsInfo {
 // cgr cannot hold. Unlike the reference reader, gaps between tensors and bytes after the last
 // one are tolerated.
 //
-// The mapping is read-only and private; a file truncated by someone else while it is mapped
-// makes the next access fault (SIGBUS), as with any mmap reader.
+// open() reads the whole file (cgr::read_file: regular files only, no mapping), so a file
+// truncated or rewritten by someone else afterwards cannot fault or change what this holds.
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::filesystem::path& path);
@@ -71,11 +71,10 @@ class SafetensorsFile {
   const SafetensorsMetadata& metadata() const { return metadata_; }
 
  private:
-  struct Mapping;
   SafetensorsFile();
   void parse(std::span<const std::byte> bytes);
 
-  std::unique_ptr<Mapping> mapping_;  // null for view()
+  std::vector<std::byte> storage_;  // the file's bytes (empty for view())
   std::string what_;
   std::span<const std::byte> buffer_;  // the data buffer after the header
   std::map<std::string, SafetensorsInfo, std::less<>> tensors_;

@@ -6,11 +6,11 @@
 // the created layers bind ("<layer>.weight", ...), transformed where the op needs it.
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <mutex>
 
 #include "cgr/error.hpp"
+#include "cgr/files.hpp"
 #include "onnx/fold.hpp"
 #include "onnx/importer.hpp"
 
@@ -75,8 +75,12 @@ OnnxModel Importer::run() {
 
 void Importer::read_opset() {
   for (const auto& opset : model_proto_.opset_import()) {
-    if (opset.domain().empty() || opset.domain() == "ai.onnx")
-      result_.opset = static_cast<int>(opset.version());
+    if (!opset.domain().empty() && opset.domain() != "ai.onnx") continue;
+    if (result_.opset != 0) {
+      fail("{}: the model imports the default-domain opset twice (versions {} and {})", what_,
+           result_.opset, opset.version());
+    }
+    result_.opset = static_cast<int>(opset.version());
   }
   if (result_.opset == 0) fail("{}: the model imports no default-domain opset", what_);
   if (result_.opset < kMinOpset || result_.opset > kMaxOpset) {
@@ -144,6 +148,10 @@ void Importer::declare_outputs() {
       fail("{}: output '{}' is a constant; constant outputs are not supported", what_,
            output.name());
     }
+    if (!values_.contains(output.name()) && !pads_.contains(output.name())) {
+      fail("{}: graph output '{}' is not produced by any node, nor is it a graph input", what_,
+           output.name());
+    }
     result_.network.output(output.name(), value(output.name(), what_));
   }
 }
@@ -154,6 +162,17 @@ void Importer::import_node(const ::onnx::NodeProto& node, int index) {
     fail("{}: domain '{}' is not supported", label, node.domain());
   }
   if (node.output_size() < 1) fail("{}: has no output", label);
+  // Each tensor is written once (ONNX graphs are SSA): a second writer would silently replace
+  // the first.
+  for (const auto& output : node.output()) {
+    if (output.empty()) continue;
+    if (const auto it = producers_.find(output); it != producers_.end()) {
+      fail("{}: output '{}' is already produced by {}", label, output, it->second);
+    }
+    if (constants_.contains(output)) fail("{}: output '{}' is an initializer's name", label, output);
+    if (values_.contains(output)) fail("{}: output '{}' is a graph input's name", label, output);
+    producers_.emplace(output, fmt::format("node '{}' ({})", node.name(), node.op_type()));
+  }
   if (try_fold(node, label)) return;
   const OpHandler* handler = find_op(node.op_type());
   if (handler == nullptr) {
@@ -355,15 +374,11 @@ OnnxModel import_onnx(std::span<const std::byte> bytes, std::string_view what,
 }
 
 OnnxModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) fail("{}: cannot open the file", path.string());
-  const auto size = static_cast<std::size_t>(file.tellg());
-  std::vector<char> data(size);
-  file.seekg(0);
-  if (!file.read(data.data(), static_cast<std::streamsize>(size))) {
-    fail("{}: reading {} bytes failed", path.string(), size);
-  }
-  return import_onnx(std::as_bytes(std::span(data)), path.string(), options);
+  // Protobuf parses at most 2 GiB: a larger file is refused before it is read.
+  const std::vector<std::byte> data =
+      read_file(path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()),
+                "an ONNX model (protobuf parses at most 2 GiB)");
+  return import_onnx(data, path.string(), options);
 }
 
 }  // namespace cgr

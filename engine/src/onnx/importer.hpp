@@ -112,6 +112,7 @@ class Importer {
   std::map<std::string, ConstantTensor> constants_;
   std::map<std::string, PendingPad> pads_;
   std::map<std::string, int> consumers_;
+  std::map<std::string, std::string> producers_;  // tensor -> the node that wrote it
   std::set<std::string> taken_names_;
 };
 

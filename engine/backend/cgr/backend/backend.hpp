@@ -67,6 +67,8 @@ class Backend {
   virtual std::string unavailable_reason() const = 0;
   // Arena offsets are multiples of this (a power of two).
   virtual std::size_t arena_alignment() const = 0;
+  // The memory engines of this device may use at most (EngineOptions::memory_limit_bytes 0).
+  virtual std::size_t memory_bytes() const = 0;
   // The layer kinds it implements (tests/test_coverage.cpp compares them with every
   // registered kind).
   virtual std::vector<std::string> layer_kinds() const = 0;

@@ -231,16 +231,25 @@ bool have_cupti() {
 }
 
 std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const InputTensors& inputs) {
+  return profile_inferences_cuda(engine, inputs, 1).front();
+}
+
+std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
+                                                         const InputTensors& inputs, int recorded) {
   if (engine.options().device != Device::cuda) fail("the CUPTI timeline needs a cuda engine");
+  if (recorded < 1) fail("profile_inferences_cuda: {} recorded inferences", recorded);
   Tracing tracing;
   // Created under tracing: its graph's instantiation reports every node's clone.
   ExecutionContext context = engine.create_context();
   fill_inputs(context, inputs);
   context.run();  // warm
   (void)tracing.take();
-  context.run();
-  std::vector<DeviceActivity> activity = tracing.take();
-  if (activity.empty()) fail("CUPTI delivered no device activity for the recorded inference");
+  std::vector<std::vector<DeviceActivity>> runs;
+  for (int r = 0; r < recorded; ++r) {
+    context.run();
+    runs.push_back(tracing.take());
+    if (runs.back().empty()) fail("CUPTI delivered no device activity for the recorded inference");
+  }
 
   // Template node id -> owner (op name, copy-in, copy-out:<op>) and op -> lane.
   std::map<std::uint64_t, std::string> owner_of_template;
@@ -262,50 +271,55 @@ std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const Input
     clone_of = c.clone_of;
   }
 
-  std::uint64_t origin = activity.front().start_ns;
-  for (const auto& a : activity)
-    origin = std::min(origin, a.start_ns);
-  std::vector<OpSpan> spans;
-  std::size_t unmapped = 0;  // graph work whose node could not be traced back to its op
-  for (const DeviceActivity& a : activity) {
-    OpSpan span;
-    const std::string what =
-        a.kind == DeviceActivity::Kind::kernel ? short_kernel_name(a.what) : a.what;
-    std::string owner;
-    if (a.graph_node != 0) {
-      auto it = owner_of_template.find(a.graph_node);
-      if (it == owner_of_template.end()) {
-        if (const auto clone = clone_of.find(a.graph_node); clone != clone_of.end())
-          it = owner_of_template.find(clone->second);
+  std::vector<std::vector<OpSpan>> result;
+  std::size_t unmapped = 0, total = 0;  // graph work whose node could not be traced to its op
+  for (const std::vector<DeviceActivity>& activity : runs) {
+    std::uint64_t origin = activity.front().start_ns;
+    for (const auto& a : activity)
+      origin = std::min(origin, a.start_ns);
+    std::vector<OpSpan> spans;
+    for (const DeviceActivity& a : activity) {
+      OpSpan span;
+      const std::string what =
+          a.kind == DeviceActivity::Kind::kernel ? short_kernel_name(a.what) : a.what;
+      std::string owner;
+      if (a.graph_node != 0) {
+        auto it = owner_of_template.find(a.graph_node);
+        if (it == owner_of_template.end()) {
+          if (const auto clone = clone_of.find(a.graph_node); clone != clone_of.end())
+            it = owner_of_template.find(clone->second);
+        }
+        if (it != owner_of_template.end()) {
+          owner = it->second;
+        } else {
+          ++unmapped;
+        }
       }
-      if (it != owner_of_template.end()) {
-        owner = it->second;
-      } else {
-        ++unmapped;
-      }
+      span.op = owner.empty() ? what : owner;
+      span.kind = what;
+      const std::string_view op_name = owner.rfind("copy-out:", 0) == 0
+                                           ? std::string_view(owner).substr(9)
+                                           : std::string_view(owner);
+      if (const auto lane = lane_of_op.find(op_name); lane != lane_of_op.end())
+        span.lane = lane->second;
+      span.start_ms = static_cast<double>(a.start_ns - origin) * 1e-6;
+      span.end_ms = static_cast<double>(std::max(a.end_ns, a.start_ns) - origin) * 1e-6;
+      spans.push_back(std::move(span));
     }
-    span.op = owner.empty() ? what : owner;
-    span.kind = what;
-    const std::string_view op_name = owner.rfind("copy-out:", 0) == 0
-                                         ? std::string_view(owner).substr(9)
-                                         : std::string_view(owner);
-    if (const auto lane = lane_of_op.find(op_name); lane != lane_of_op.end())
-      span.lane = lane->second;
-    span.start_ms = static_cast<double>(a.start_ns - origin) * 1e-6;
-    span.end_ms = static_cast<double>(std::max(a.end_ns, a.start_ns) - origin) * 1e-6;
-    spans.push_back(std::move(span));
+    total += activity.size();
+    std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
+      return a.start_ms < b.start_ms || (a.start_ms == b.start_ms && a.end_ms < b.end_ms);
+    });
+    result.push_back(std::move(spans));
   }
   if (unmapped > 0) {
     fmt::print(
         stderr,
         "cgr-bench: {} of {} device activities ran from graph nodes CUPTI's clone records do "
         "not trace back to an op; their bars carry the kernel's name\n",
-        unmapped, activity.size());
+        unmapped, total);
   }
-  std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
-    return a.start_ms < b.start_ms || (a.start_ms == b.start_ms && a.end_ms < b.end_ms);
-  });
-  return spans;
+  return result;
 }
 
 }  // namespace cgr::bench
@@ -320,6 +334,10 @@ bool have_cupti() {
 
 std::vector<OpSpan> profile_one_inference_cuda(const Engine&, const InputTensors&) {
   fail("this cgr-bench was built without CUPTI (a CUDA build finds libcupti in the toolkit)");
+}
+
+std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine&, const InputTensors&, int) {
+  fail("this build has no CUPTI (a CUDA build finds libcupti in the toolkit)");
 }
 
 }  // namespace cgr::bench

@@ -22,4 +22,10 @@ bool have_cupti();
 // start. Error when CUPTI fails (the message names the call), or in a build without CUPTI.
 std::vector<OpSpan> profile_one_inference_cuda(const Engine& engine, const InputTensors& inputs);
 
+// The same for `recorded` inferences in a row on one fresh context (after its warm-up): each
+// run's device activity, times since that run's first start. The GPU tests observe with it
+// which ops ran and which overlapped.
+std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
+                                                         const InputTensors& inputs, int recorded);
+
 }  // namespace cgr::bench

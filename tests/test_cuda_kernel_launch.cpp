@@ -6,8 +6,14 @@
 #if defined(CGR_HAVE_CUDA)
 
 #include <cstdint>
+#include <set>
+#include <string>
 
+#include "cgr/capture/cuda_names.hpp"
+#include "cgr/capture/explicit_graph.hpp"
 #include "cgr/layers/element_math.hpp"
+#include "gpu_op.hpp"
+#include "test_support.hpp"
 #include "ops/activation.hpp"
 #include "ops/add.hpp"
 #include "ops/concat.hpp"
@@ -64,11 +70,53 @@ TEST_CASE("kernel launch descriptions: empty work describes nothing, bad sizes a
   CHECK(launch(none, nullptr) == cudaSuccess);  // launches nothing, needs no device
   const KernelLaunch negative = describe_relu(x, x, -1);
   CHECK(negative.status == cudaErrorInvalidValue);
+  CHECK(std::string(negative.refusal) == "elementwise: a negative element count");
+  // The executor's error names the op, the reason and the CUDA error.
+  const std::string message = cgr::test::error_message([&] { check_description(negative, "relu7"); });
+  CHECK(message.find("'relu7': its CUDA kernel refused the launch: elementwise: a negative "
+                     "element count (cudaErrorInvalidValue") == 0);
+  CHECK_NOTHROW(check_description(none, "relu0"));
   CHECK(launch(negative, nullptr) == cudaErrorInvalidValue);
   CHECK(describe_concat_part(x, x, 2, 5, 8, 4).status == cudaErrorInvalidValue);  // 4 + 5 > 8
   Pool2dGeometry dilated{1, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, true};
   CHECK(describe_max_pool2d(x, x, dilated).status == cudaSuccess);
   CHECK(describe_avg_pool2d(x, x, dilated).status == cudaErrorInvalidValue);  // no dilation
+  CHECK(std::string(describe_avg_pool2d(x, x, dilated).refusal) ==
+        "average pool: a dilation other than 1");
+  CHECK(std::string(describe_concat_part(x, x, 2, 5, 8, 4).refusal).starts_with("concat: "));
+}
+
+TEST_CASE("explicit graph: dependencies after captured tails are default edges, each tail once") {
+  // Fake node handles: Dependencies::after only compares them.
+  const auto node = [](std::uintptr_t n) { return reinterpret_cast<cudaGraphNode_t>(n * 0x100); };
+  cudaGraphEdgeData programmatic{};
+  programmatic.type = cudaGraphDependencyTypeProgrammatic;
+  programmatic.from_port = cudaGraphKernelNodePortProgrammatic;
+  cgr::capture::Segment a{{node(1), node(2)}, {node(2)}, {programmatic}};
+  cgr::capture::Segment b{{node(3)}, {node(3), node(2)}, {cudaGraphEdgeData{}, programmatic}};
+  const cgr::capture::Segment* both[] = {&a, &b};
+  const cgr::capture::Dependencies deps = cgr::capture::Dependencies::after(both);
+  REQUIRE(deps.nodes.size() == 2);
+  CHECK(std::set<cudaGraphNode_t>(deps.nodes.begin(), deps.nodes.end()) ==
+        std::set<cudaGraphNode_t>{node(2), node(3)});
+  REQUIRE(deps.edges.size() == 2);
+  for (const cudaGraphEdgeData& edge : deps.edges) {
+    CHECK(edge.type == cudaGraphDependencyTypeDefault);
+    CHECK(edge.from_port == 0);
+    CHECK(edge.to_port == 0);
+  }
+}
+
+TEST_CASE("CUDA enumerations by name in messages") {
+  using namespace cgr::capture;
+  CHECK(capture_status_name(cudaStreamCaptureStatusInvalidated).starts_with("Invalidated"));
+  CHECK(capture_status_name(cudaStreamCaptureStatusNone).starts_with("None"));
+  CHECK(instantiate_result_name(cudaGraphInstantiateConditionalHandleUnused)
+            .starts_with("ConditionalHandleUnused"));
+  CHECK(instantiate_result_name(cudaGraphInstantiateInvalidStructure).starts_with("InvalidStructure"));
+  CHECK(node_type_name(cudaGraphNodeTypeConditional) == "conditional");
+  CHECK(node_type_name(cudaGraphNodeTypeMemcpy) == "memcpy");
+  CHECK(node_type_name(static_cast<cudaGraphNodeType>(0x7f)) == "unknown");
 }
 
 TEST_CASE("kernel launch descriptions: struct arguments and the exit decision's handle") {

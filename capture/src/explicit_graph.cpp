@@ -1,30 +1,33 @@
 // The explicit graph's steps. A capture learns which nodes it added by comparing the graph's
 // nodes with those already known (the capture API reports only its tails), and learns its
-// tails from cudaStreamGetCaptureInfo before the capture ends, with the data of the edges a
-// successor would get (asking without it fails as a lossy query when edges are not default).
+// tails from cudaStreamGetCaptureInfo before the capture ends (asked with the edge data: without
+// it the query fails as lossy when edges are not default; the data is not passed on, see
+// Dependencies::after).
 #include "cgr/capture/explicit_graph.hpp"
 
-#include <map>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "cgr/capture/cuda_check.hpp"
+#include "cgr/capture/cuda_names.hpp"
 #include "cgr/error.hpp"
 
 namespace cgr::capture {
 
 Dependencies Dependencies::after(std::span<const Segment* const> segments) {
-  std::map<cudaGraphNode_t, cudaGraphEdgeData> unique;
+  // Each tail once, and every edge a default (full completion) edge: a capture's tails may
+  // carry the data of programmatic edges (a library kernel that lets its successor start
+  // early), which is only valid between kernels that wait for it in device code
+  // (cudaGridDependencySynchronize). cgr's kernels, copies and IF nodes do not: they must start
+  // after their inputs are complete.
+  std::set<cudaGraphNode_t> unique;
   for (const Segment* segment : segments) {
-    for (std::size_t t = 0; t < segment->tails.size(); ++t) {
-      unique.emplace(segment->tails[t], segment->tail_edges[t]);
-    }
+    unique.insert(segment->tails.begin(), segment->tails.end());
   }
   Dependencies deps;
-  for (const auto& [tail, edge] : unique) {
-    deps.nodes.push_back(tail);
-    deps.edges.push_back(edge);
-  }
+  deps.nodes.assign(unique.begin(), unique.end());
+  deps.edges.assign(deps.nodes.size(), cudaGraphEdgeData{});
   return deps;
 }
 
@@ -105,11 +108,16 @@ Segment ExplicitGraph::capture(int index, const Dependencies& deps, cudaStream_t
     const cudaGraphNode_t* tail = nullptr;
     const cudaGraphEdgeData* tail_edges = nullptr;
     std::size_t count = 0;
-    CGR_CUDA_CHECK(
-        cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &tail, &tail_edges, &count));
+    const cudaError_t info =
+        cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &tail, &tail_edges, &count);
+    if (info != cudaSuccess) {
+      fail("cuda graph: the capture of '{}' failed: cudaStreamGetCaptureInfo returned {} ({}); "
+           "the work must not synchronise, allocate or use other streams without events",
+           what, cudaGetErrorName(info), cudaGetErrorString(info));
+    }
     if (status != cudaStreamCaptureStatusActive) {
-      fail("cuda graph: the capture of '{}' was invalidated (capture status {})", what,
-           static_cast<int>(status));
+      fail("cuda graph: the capture of '{}' ended in capture status {}", what,
+           capture_status_name(status));
     }
     segment.tails.assign(tail, tail + count);
     segment.tail_edges.resize(count);  // zero: default edges

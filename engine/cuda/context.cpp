@@ -95,6 +95,10 @@ CudaContext::CudaContext(std::shared_ptr<const detail::CompiledEngine> engine)
       described_launches_.push_back(
           program().op(static_cast<int>(op))->kernel_launches(buffers_of(static_cast<int>(op))));
     }
+    // A refused description fails here, naming its op, not at some later launch.
+    if (const auto& described = described_launches_.back()) {
+      for (const KernelLaunch& launch : *described) check_description(launch, e.ops[op].name);
+    }
   }
 
   // One eager run first: cuDNN and cuBLAS initialise lazily, which must not happen under capture.
@@ -127,6 +131,7 @@ GpuBuffers CudaContext::buffers_of(int index) const {
   buffers.output = device_values_[static_cast<std::size_t>(op.output)];
   buffers.workspace =
       op.workspace >= 0 ? device_values_[static_cast<std::size_t>(op.workspace)] : nullptr;
+  buffers.zeros = program().zeros();
   return buffers;
 }
 
@@ -145,7 +150,9 @@ void CudaContext::enqueue_op(int index, cudaStream_t s, bool set_condition,
                              cudaGraphConditionalHandle handle) const {
   const auto& described = described_launches_[static_cast<std::size_t>(index)];
   if (set_condition) {
-    CGR_CUDA_CHECK(launch(decision_launch(index, true, handle), s));
+    const KernelLaunch decision = decision_launch(index, true, handle);
+    check_description(decision, engine().ops[static_cast<std::size_t>(index)].name);
+    CGR_CUDA_CHECK(launch(decision, s));
   } else if (described) {
     for (const auto& description : *described)
       CGR_CUDA_CHECK(launch(description, s));

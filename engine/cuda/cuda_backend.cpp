@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "cgr/error.hpp"
 #include "library_check.hpp"
 #include "resources.hpp"
@@ -24,6 +26,14 @@ std::string device_unavailable_reason() {
     return std::string();
   }();
   return reason;
+}
+
+CudaProgram::CudaProgram(std::vector<std::unique_ptr<GpuOp>> ops) : ops_(std::move(ops)) {
+  std::size_t zero_bytes = 0;
+  for (const auto& op : ops_) {
+    if (op != nullptr) zero_bytes = std::max(zero_bytes, op->zero_bytes());
+  }
+  if (zero_bytes > 0) zeros_ = std::make_unique<DeviceFloats>((zero_bytes + 3) / 4);
 }
 
 namespace {
@@ -59,7 +69,11 @@ class CudaBackend final : public detail::Backend {
       }
       ops.push_back((*factory)(GpuOpBuild{op, engine.options.allow_tf32, cudnn}));
     }
-    return std::make_unique<CudaProgram>(std::move(ops));
+    auto program = std::make_unique<CudaProgram>(std::move(ops));
+    // The ops uploaded their weights and the program its zeros on the legacy default stream;
+    // the contexts' streams are non-blocking and would not wait for those copies.
+    CGR_CUDA_CHECK(cudaDeviceSynchronize());
+    return program;
   }
 };
 

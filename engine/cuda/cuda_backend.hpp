@@ -8,14 +8,15 @@
 #include <vector>
 
 #include "cgr/backend/backend.hpp"
+#include "device_memory.hpp"
 #include "gpu_op.hpp"
 
 namespace cgr::cuda {
 
 class CudaProgram final : public detail::Program {
  public:
-  // One op per engine op; null for the exit decisions.
-  explicit CudaProgram(std::vector<std::unique_ptr<GpuOp>> ops) : ops_(std::move(ops)) {}
+  // One op per engine op; null for the exit decisions. Allocates the zeros the ops read.
+  explicit CudaProgram(std::vector<std::unique_ptr<GpuOp>> ops);
 
   std::size_t workspace_bytes(int op) const override {
     const GpuOp* gpu = ops_[static_cast<std::size_t>(op)].get();
@@ -25,9 +26,12 @@ class CudaProgram final : public detail::Program {
       std::shared_ptr<const detail::CompiledEngine> engine) const override;
 
   const GpuOp* op(int index) const { return ops_[static_cast<std::size_t>(index)].get(); }
+  // GpuBuffers::zeros: as many as the op that reads the most needs (null when none does).
+  const float* zeros() const { return zeros_ ? zeros_->get() : nullptr; }
 
  private:
   std::vector<std::unique_ptr<GpuOp>> ops_;
+  std::unique_ptr<DeviceFloats> zeros_;
 };
 
 // Empty when a CUDA device can be used; otherwise why not ("no CUDA device: ..."). Decided by

@@ -19,6 +19,18 @@ DeviceFloats::DeviceFloats(std::span<const float> host) : size_(host.size()) {
   }
 }
 
+DeviceFloats::DeviceFloats(std::size_t count) : size_(count) {
+  if (count == 0) return;
+  void* memory = nullptr;
+  CGR_CUDA_CHECK(cudaMalloc(&memory, count * sizeof(float)));
+  data_ = static_cast<float*>(memory);
+  const cudaError_t status = cudaMemset(data_, 0, count * sizeof(float));
+  if (status != cudaSuccess) {
+    CGR_CUDA_CHECK_NOTHROW(cudaFree(data_));
+    detail::throw_cuda_error(status, "cudaMemset(zeros)", __FILE__, __LINE__);
+  }
+}
+
 DeviceFloats::~DeviceFloats() {
   if (data_ != nullptr) CGR_CUDA_CHECK_NOTHROW(cudaFree(data_));
 }

@@ -10,11 +10,21 @@
 
 namespace cgr::cuda {
 
+void check_description(const KernelLaunch& launch, std::string_view op) {
+  if (launch.status == cudaSuccess) return;
+  fail("'{}': its CUDA kernel refused the launch: {} ({}: {}). This is a bug in cgr's lowering "
+       "of the op; please report it with the model",
+       op, launch.refusal != nullptr ? launch.refusal : "no reason given",
+       cudaGetErrorName(launch.status), cudaGetErrorString(launch.status));
+}
+
 void GpuOp::enqueue(cudaStream_t stream, const GpuBuffers& buffers, const LibraryHandles&) const {
   const auto launches = kernel_launches(buffers);
   if (!launches) fail("internal error: a GPU op with neither kernels nor enqueue()");
-  for (const KernelLaunch& description : *launches)
+  for (const KernelLaunch& description : *launches) {
+    check_description(description, "a kernel op");
     CGR_CUDA_CHECK(launch(description, stream));
+  }
 }
 
 namespace {

@@ -40,12 +40,18 @@ struct GpuBuffers {
   std::span<const float* const> inputs;
   float* output = nullptr;
   void* workspace = nullptr;  // workspace_bytes(); private to this op, even among concurrent ops
+  // zero_bytes() of zeros, read-only, shared by every op and context of the engine: an operand
+  // a library call reads with a zero scale (cuDNN's z without a residual) must not alias a
+  // buffer that may hold NaN, since 0 * NaN is NaN.
+  const float* zeros = nullptr;
 };
 
 class GpuOp {
  public:
   virtual ~GpuOp() = default;
   virtual std::size_t workspace_bytes() const { return 0; }
+  // Bytes of GpuBuffers::zeros this op reads.
+  virtual std::size_t zero_bytes() const { return 0; }
   // cgr's own kernels: the launches of one run, independent of each other (they write
   // disjoint parts of the output). nullopt for library work.
   virtual std::optional<std::vector<KernelLaunch>> kernel_launches(const GpuBuffers&) const {
@@ -56,6 +62,10 @@ class GpuOp {
   virtual void enqueue(cudaStream_t stream, const GpuBuffers& buffers,
                        const LibraryHandles& handles) const;
 };
+
+// cgr::Error naming `op` and the refusal's reason when `launch` was refused (a description
+// with invalid arguments); nothing otherwise.
+void check_description(const KernelLaunch& launch, std::string_view op);
 
 // A kernel op: `describe(buffers)` returns its launch (a KernelLaunch) or launches (a vector).
 template <typename Describe>

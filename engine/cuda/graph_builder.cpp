@@ -5,8 +5,11 @@
 // the whole network on one stream would, along the plan's one chain per graph. Kernel nodes of
 // critical ops get the highest priority (instantiated with
 // cudaGraphInstantiateFlagUseNodePriority).
+#include <algorithm>
+#include <string>
 #include <vector>
 
+#include "cgr/capture/cuda_names.hpp"
 #include "cgr/error.hpp"
 #include "context.hpp"
 
@@ -95,10 +98,7 @@ class GraphBuilder {
                                const std::vector<KernelLaunch>& launches) {
     capture::Segment segment;
     for (const KernelLaunch& launch : launches) {
-      if (launch.status != cudaSuccess) {
-        fail("cuda graph: the kernel of '{}' refused its arguments: {} ({})", node.name,
-             cudaGetErrorString(launch.status), cudaGetErrorName(launch.status));
-      }
+      check_description(launch, node.name);
       if (launch.empty()) continue;
       auto arguments = launch.argument_pointers();
       cudaGraphNodeParams params{};  // unused bytes must be zero
@@ -137,13 +137,52 @@ class GraphBuilder {
   const bool copies_, serialize_;
 };
 
+namespace {
+
+// "node 3 (kernel) of planned node 17 'layer2.0.conv1+relu' (op, in the body of exit 0's IF
+// node)": which op's work a failing node is, from the segments the build recorded.
+std::string describe_graph_node(const CudaGraphPlan& plan,
+                                const std::vector<capture::Segment>& segments,
+                                cudaGraphNode_t node) {
+  if (node == nullptr) return "no failing node named";
+  cudaGraphNodeType type{};
+  const std::string_view type_name =
+      cudaGraphNodeGetType(node, &type) == cudaSuccess ? capture::node_type_name(type) : "?";
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const auto& nodes = segments[i].nodes;
+    const auto at = std::find(nodes.begin(), nodes.end(), node);
+    if (at == nodes.end()) continue;
+    const CudaGraphPlan::Node& planned = plan.nodes[i];
+    static constexpr const char* kKinds[] = {"copy in", "op", "copy out", "IF node"};
+    return fmt::format("failing node: {} of {} ({}) of planned node {} '{}' ({}, {})",
+                       at - nodes.begin() + 1, nodes.size(), type_name, i, planned.name,
+                       kKinds[static_cast<int>(planned.kind)],
+                       planned.graph == 0 ? std::string("top-level graph")
+                                          : fmt::format("in the body of exit {}'s IF node",
+                                                        planned.graph - 1));
+  }
+  return fmt::format("failing node: a {} node of no planned node", type_name);
+}
+
+}  // namespace
+
 void CudaContext::ensure_graph(bool copies) {
   GraphExec& exec = copies ? full_exec_ : compute_exec_;
   if (exec) return;
   BuiltGraph built = GraphBuilder(*this, copies).build();
   cudaGraphExec_t instance = nullptr;
-  CGR_CUDA_CHECK(
-      cudaGraphInstantiate(&instance, built.graph.root(), cudaGraphInstantiateFlagUseNodePriority));
+  cudaGraphInstantiateParams params{};
+  params.flags = cudaGraphInstantiateFlagUseNodePriority;
+  const cudaError_t status = cudaGraphInstantiateWithParams(&instance, built.graph.root(), &params);
+  if (status != cudaSuccess || params.result_out != cudaGraphInstantiateSuccess) {
+    if (instance != nullptr) CGR_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(instance));
+    fail("cuda graph ({}, {}): cudaGraphInstantiateWithParams failed with {} ({}), result {}; "
+         "{}. Export the graph (cgr-bench --export-dot) and report it with the model",
+         to_string(engine().options.mode), copies ? "with copies" : "device-resident",
+         cudaGetErrorName(status), cudaGetErrorString(status),
+         capture::instantiate_result_name(params.result_out),
+         describe_graph_node(built.plan, built.segments, params.errNode_out));
+  }
   exec = GraphExec(instance);
   (copies ? full_graph_ : compute_graph_) = std::move(built);
 }

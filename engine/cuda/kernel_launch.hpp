@@ -22,10 +22,12 @@ class KernelLaunch {
 
   // Nothing to launch (empty work): launch() returns cudaSuccess, no graph node is added.
   KernelLaunch() = default;
-  // Invalid arguments: launch() returns `status`, the executor raises it.
-  static KernelLaunch refused(cudaError_t status) {
+  // Invalid arguments: launch() returns `status`; the executor raises it with `reason` (a
+  // string literal saying which argument is wrong) and the op's name.
+  static KernelLaunch refused(cudaError_t status, const char* reason) {
     KernelLaunch launch;
     launch.status = status;
+    launch.refusal = reason;
     return launch;
   }
 
@@ -33,6 +35,7 @@ class KernelLaunch {
   dim3 grid{1, 1, 1}, block{1, 1, 1};
   unsigned shared_bytes = 0;
   cudaError_t status = cudaSuccess;
+  const char* refusal = nullptr;  // why status is not cudaSuccess
 
   bool empty() const { return function == nullptr; }
   int argument_count() const { return count_; }
@@ -45,6 +48,7 @@ class KernelLaunch {
     const std::size_t offset = (used_ + alignof(T) - 1) / alignof(T) * alignof(T);
     if (count_ == kMaxArguments || offset + sizeof(T) > kStorageBytes) {
       status = cudaErrorInvalidValue;  // a kernel with more or larger arguments than planned for
+      refusal = "more or larger arguments than a KernelLaunch holds (12, 384 bytes)";
       return;
     }
     std::memcpy(storage_ + offset, &value, sizeof(T));

@@ -37,6 +37,8 @@ std::vector<float> cpu_reference(const Network& net, const Weights& w, const std
 
 }  // namespace
 
+TEST_SUITE_BEGIN("executor");
+
 TEST_CASE("CUDA: two-branch and ResNet-18 match the CPU executor in every mode" * doctest::skip(no_device)) {
   struct Model {
     Network net;
@@ -322,17 +324,47 @@ TEST_CASE("CUDA: a custom op's stream work is captured with its dependencies" * 
   }
 }
 
-TEST_CASE("CUDA exits with a batch fire only when every sample is confident; NaN never fires" * doctest::skip(no_device)) {
+TEST_CASE("CUDA: work a capture cannot record fails naming its op; the process stays usable" *
+          doctest::skip(no_device)) {
+  Network net;
+  const Value x = net.input("x", {1, 2, 8, 8});
+  CustomOpParams syncing;
+  syncing.output_shape = Shape{1, 2, 8, 8};
+  syncing.cuda = [](void* stream, std::span<const float* const> in, float* out) {
+    const auto s = static_cast<cudaStream_t>(stream);
+    CGR_CUDA_CHECK(cudaMemcpyAsync(out, in[0], 128 * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    (void)cudaStreamSynchronize(s);  // not allowed under capture: invalidates it
+  };
+  net.output("y", net.relu(net.custom({x}, syncing, "sync"), "relu"));
+  const auto input = test::random_vector(128, 10);
+  for (Mode mode : {Mode::dag, Mode::stream_graph}) {
+    CAPTURE(to_string(mode));
+    const Engine engine = Engine::build(net, {}, {.device = Device::cuda, .mode = mode});
+    const std::string message = test::error_message([&] { (void)engine.create_context(); });
+    CHECK(message.find("the capture of 'sync'") != std::string::npos);
+  }
+  (void)cudaGetLastError();
+  // Eager mode has no capture: the same op runs, and the device is still usable.
+  const Engine eager = Engine::build(net, {}, {.device = Device::cuda, .mode = Mode::eager});
+  const auto y = eager.create_context().infer({{"x", input}}).output("y").to_vector();
+  for (int i = 0; i < 128; ++i) CHECK(y[i] == std::max(input[i], 0.0f));
+}
+
+TEST_CASE("CUDA exits with a batch fire only when every sample is confident" * doctest::skip(no_device)) {
   const Network net = models::resnet18_exits(2, 64, 10);
   const Weights w = models::random_weights(net, 7);
   auto image = test::random_vector(2 * 3 * 64 * 64, 4);
-  const Result every = Engine::build(net, w, {.threads = 2, .exits = ExitPolicy::all}).create_context().infer({{"image", image}});
-  const auto& c = every.exits[0].confidence;
-  REQUIRE(c.size() == 2);
-  REQUIRE(c[0] != c[1]);
-  const float low = std::min(c[0], c[1]), high = std::max(c[0], c[1]);
   for (Mode mode : kCudaModes) {
     CAPTURE(to_string(mode));
+    // Thresholds from this mode's own confidences on the GPU (an `all` run), not the CPU's:
+    // the two executors' confidences differ in the last bits.
+    const Result every = Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::all})
+                             .create_context()
+                             .infer({{"image", image}});
+    const auto& c = every.exits[0].confidence;
+    REQUIRE(c.size() == 2);
+    REQUIRE(c[0] != c[1]);
+    const float low = std::min(c[0], c[1]), high = std::max(c[0], c[1]);
     const auto early = [&](float threshold) {
       return Engine::build(net, w, {.device = Device::cuda, .mode = mode, .exits = ExitPolicy::early, .threshold = threshold});
     };
@@ -341,14 +373,9 @@ TEST_CASE("CUDA exits with a batch fire only when every sample is confident; NaN
     CHECK_FALSE(between.exits[0].fired);
     CHECK(between.answered_by != "exit0");
     CHECK(early(low * (1.0f - 1e-5f)).create_context().infer({{"image", image}}).answered_by == "exit0");
-    // A NaN in one image: NaN confidences, nothing fires even at threshold 0.
-    auto poisoned = image;
-    poisoned[5] = std::numeric_limits<float>::quiet_NaN();
-    const Result nan = early(0.0f).create_context().infer({{"image", poisoned}});
-    CHECK(nan.answered_by == "final");
-    for (const auto& e : nan.exits) {
-      CHECK_FALSE(e.fired);
-      CHECK(std::isnan(e.confidence[0]));
-    }
   }
+  // NaN confidences: test_cuda_observed.cpp injects the NaN after the last ReLU (a NaN pixel
+  // may be clamped by cuDNN's fused ReLU before it reaches a head).
 }
+
+TEST_SUITE_END();

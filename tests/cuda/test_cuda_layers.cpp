@@ -29,6 +29,8 @@ void poison(ExecutionContext& ctx, const std::string& name, std::size_t floats) 
 
 }  // namespace
 
+TEST_SUITE_BEGIN("layers");
+
 TEST_CASE(
     "CUDA: every layer in dag, stream-graph and eager matches the CPU executor, outputs poisoned" *
     doctest::skip(no_device)) {
@@ -70,3 +72,5 @@ TEST_CASE(
     }
   }
 }
+
+TEST_SUITE_END();

@@ -36,6 +36,8 @@ int count_of(const std::string& text, const std::string& needle) {
 
 }  // namespace
 
+TEST_SUITE_BEGIN("timeline");
+
 TEST_CASE("cgr-bench --timeline on cuda: CUPTI bars for every op of a dag inference" *
           doctest::skip(no_device)) {
   const fs::path dir = fs::temp_directory_path() / "cgr_gpu_timeline";
@@ -63,5 +65,7 @@ TEST_CASE("cgr-bench --timeline on cuda: CUPTI bars for every op of a dag infere
   const std::string json = read_text(report);
   CHECK(json.find("\"source\":\"cupti\"") != std::string::npos);
 }
+
+TEST_SUITE_END();
 
 #endif  // CGR_BENCH_PATH

@@ -14,6 +14,8 @@ namespace {
 const bool no_cuda_device = !cgr::cuda_unavailable_reason().empty();
 }
 
+TEST_SUITE_BEGIN("kernels");
+
 TEST_CASE("element math gives the same answers on the GPU as on the host" *
           doctest::skip(no_cuda_device)) {
   cgr::test::ElementMathInput in;
@@ -51,3 +53,5 @@ TEST_CASE("element math gives the same answers on the GPU as on the host" *
     CHECK(out.windows[4 * k + 3] == last.padded_length);
   }
 }
+
+TEST_SUITE_END();

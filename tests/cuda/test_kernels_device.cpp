@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../test_support.hpp"
+#include "cgr/layers/conv2d.hpp"
 #include "cgr/layers/element_math.hpp"
 #include "cgr/capture/cuda_check.hpp"
 #include "gpu_op.hpp"
@@ -201,6 +202,8 @@ const std::vector<Shape> kElementwiseShapes = {Shape{1}, Shape{31}, Shape{2, 3, 
 
 }  // namespace
 
+TEST_SUITE_BEGIN("kernels");
+
 TEST_CASE("GPU relu, clip, add and add_constant match the CPU layers bit for bit" *
           doctest::skip(no_cuda_device)) {
   const Stream stream;
@@ -262,7 +265,7 @@ std::vector<float> run_registered_op(const cgr::Layer& layer, const std::vector<
   DeviceArray<float> dy(static_cast<std::size_t>(layer.output().shape.numel()));
   dy.poison();
   const float* inputs[] = {dx.get()};
-  gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr}, {});
+  gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr, nullptr}, {});
   CGR_CUDA_CHECK(cudaStreamSynchronize(stream));
   return dy.download();
 }
@@ -286,6 +289,46 @@ TEST_CASE("GPU LeakyReLU (the registered op) matches the CPU layer bit for bit" 
       check_matches(run_registered_op(layer, x, stream), cpu.values, 0.0);
     }
   }
+}
+
+TEST_CASE("GPU Conv2d without a residual: an output buffer full of NaN does not leak in" *
+          doctest::skip(no_cuda_device)) {
+  // cuDNN computes act(conv(x) + alpha2 * z + bias); alpha2 = 0 without a residual, but z must
+  // still not alias y: 0 * NaN is NaN where cuDNN does not skip the term.
+  const Stream stream;
+  cudnnHandle_t cudnn = nullptr;
+  REQUIRE(cudnnCreate(&cudnn) == CUDNN_STATUS_SUCCESS);
+  const Shape shape{1, 4, 9, 9};
+  const cgr::Conv2dParams params{.out_channels = 6, .kernel = 3, .padding = cgr::Padding2d{1}};
+  const auto x = random_values(shape, 31, false);
+  const auto weight = cgr::test::random_vector(6 * 4 * 3 * 3, 32);
+  const auto bias = cgr::test::random_vector(6, 33);
+  cgr::Weights weights;
+  weights.add("conv.weight", cgr::Tensor(Shape{6, 4, 3, 3}, weight));
+  weights.add("conv.bias", cgr::Tensor(Shape{6}, bias));
+  for (const bool relu : {false, true}) {
+    CAPTURE(relu);
+    const auto cpu = cpu_reference(
+        shape, x,
+        [&](Network& net, Value v) {
+          const Value y = net.conv2d(v, params, "conv");
+          return relu ? net.relu(y, "relu") : y;
+        },
+        weights);
+    const cgr::Conv2d layer("conv", cgr::TensorDesc{"x", shape}, params);
+    const cgr::LayerOp op{&layer, {}, weight, bias, {.residual = false, .relu = relu}};
+    const auto gpu = (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{op, false, cudnn});
+    REQUIRE(gpu->zero_bytes() == cpu.values.size() * sizeof(float));
+    const DeviceArray<float> dx(x), zeros(std::vector<float>(cpu.values.size(), 0.0f));
+    DeviceArray<float> dy(cpu.values.size()), workspace(gpu->workspace_bytes() / 4 + 1);
+    dy.poison();
+    const float* inputs[] = {dx.get()};
+    gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), workspace.get(), zeros.get()},
+                 {cudnn, nullptr});
+    CGR_CUDA_CHECK(cudaStreamSynchronize(stream));
+    check_matches(dy.download(), cpu.values, 1e-5);
+  }
+  (void)cudnnDestroy(cudnn);
 }
 
 TEST_CASE("GPU add_expanded matches AddConstant on the CPU" * doctest::skip(no_cuda_device)) {
@@ -814,3 +857,5 @@ TEST_CASE("GPU exit decision drives a conditional IF node of a graph" *
     CHECK(marker.download()[0] == (expect_fired ? 0 : 1));
   }
 }
+
+TEST_SUITE_END();

@@ -21,7 +21,7 @@ __global__ void unary_kernel(const float* x, float* y, std::int64_t n, Fn fn) {
 
 template <typename Fn>
 KernelLaunch describe_unary(const float* x, float* y, std::int64_t n, Fn fn) {
-  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue, "elementwise: a negative element count");
   if (n == 0) return KernelLaunch{};
   return detail::describe(unary_kernel<Fn>, detail::blocks_for(n), detail::kThreads, 0, x, y, n,
                           fn);

@@ -42,7 +42,7 @@ const GpuOpRegistration<AddConstant> add_constant_op(make_add_constant);
 }  // namespace
 
 KernelLaunch describe_add(const float* a, const float* b, float* y, std::int64_t n, bool relu) {
-  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue, "add: a negative element count");
   if (n == 0) return KernelLaunch{};
   if (relu) {
     return detail::describe(add_kernel<true>, detail::blocks_for(n), detail::kThreads, 0, a, b, y,

@@ -40,7 +40,7 @@ KernelLaunch describe_channel_affine(const float* x, const float* scale, const f
                                      float* y, std::int64_t batch, std::int64_t channels,
                                      std::int64_t plane) {
   if (detail::any_negative({batch, channels, plane}))
-    return KernelLaunch::refused(cudaErrorInvalidValue);
+    return KernelLaunch::refused(cudaErrorInvalidValue, "channel affine: a negative batch, channel or plane size");
   const std::int64_t total = batch * channels * plane;
   if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);

@@ -43,7 +43,7 @@ const GpuOpRegistration<Concat> concat_op(make_concat);
 KernelLaunch describe_concat_part(const float* x, float* y, std::int64_t outer, std::int64_t block,
                                   std::int64_t out_block, std::int64_t offset) {
   if (detail::any_negative({outer, block, out_block, offset}) || offset + block > out_block) {
-    return KernelLaunch::refused(cudaErrorInvalidValue);
+    return KernelLaunch::refused(cudaErrorInvalidValue, "concat: a negative size, or a part past the end of the output");
   }
   const std::int64_t total = outer * block;
   if (total == 0) return KernelLaunch{};

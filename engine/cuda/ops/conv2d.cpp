@@ -69,6 +69,7 @@ class CudnnConvOp final : public GpuOp {
     CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_.handle));
     CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.batch),
                                                i(g.out_channels), i(g.out_h), i(g.out_w)));
+    output_bytes_ = static_cast<std::size_t>(g.batch * g.out_channels * g.out_h * g.out_w) * sizeof(float);
     CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc_.handle));
     CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                                i(g.out_channels), 1, 1));
@@ -131,6 +132,8 @@ class CudnnConvOp final : public GpuOp {
   }
 
   std::size_t workspace_bytes() const override { return padded_bytes_ + cudnn_workspace_; }
+  // Without a residual, z is a zero tensor of the output's shape.
+  std::size_t zero_bytes() const override { return residual_ ? 0 : output_bytes_; }
 
   void enqueue(cudaStream_t stream, const GpuBuffers& b, const LibraryHandles& h) const override {
     const float* x = b.inputs[0];
@@ -142,8 +145,10 @@ class CudnnConvOp final : public GpuOp {
     CGR_CUDNN_CHECK(cudnnSetStream(h.cudnn, stream));
     const float one = 1.0f;
     const float residual_scale = residual_ ? 1.0f : 0.0f;
-    // Without a residual, z aliases y with a zero scale (cuDNN allows z == y).
-    const void* z = residual_ ? static_cast<const void*>(b.inputs[1]) : static_cast<const void*>(b.output);
+    // Without a residual, z is read with a zero scale; it must not be y, whose previous
+    // contents may be NaN (0 * NaN is NaN wherever cuDNN does not skip the term).
+    const void* z = residual_ ? static_cast<const void*>(b.inputs[1]) : static_cast<const void*>(b.zeros);
+    if (z == nullptr) fail("Conv2d: no zero buffer bound for z (the executor binds GpuBuffers::zeros)");
     CGR_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
         h.cudnn, &one, x_.handle, x, w_.handle, weight_->get(), conv_.handle, algorithm_,
         cudnn_workspace_ > 0 ? workspace + padded_bytes_ : nullptr, cudnn_workspace_,
@@ -153,6 +158,7 @@ class CudnnConvOp final : public GpuOp {
 
  private:
   bool residual_;
+  std::size_t output_bytes_ = 0;
   bool explicit_pad_ = false;
   Pad2dGeometry pad_geometry_;
   std::size_t padded_bytes_ = 0;

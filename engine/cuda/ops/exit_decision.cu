@@ -49,7 +49,7 @@ KernelLaunch describe_exit_decision(const float* logits, float* confidence, int*
                                     std::int64_t batch, std::int64_t classes, float threshold,
                                     bool set_condition, cudaGraphConditionalHandle handle) {
   // The decision is always written (an empty batch never fires), so there is no empty launch.
-  if (batch < 0 || (batch > 0 && classes <= 0)) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (batch < 0 || (batch > 0 && classes <= 0)) return KernelLaunch::refused(cudaErrorInvalidValue, "exit decision: a negative batch, or no classes");
   const std::int64_t warps = batch < kMaxWarps ? (batch > 0 ? batch : 1) : kMaxWarps;
   return detail::describe(exit_decision_kernel, 1, static_cast<unsigned>(warps * kWarpSize), 0,
                           logits, confidence, fired, batch, classes, threshold, set_condition,

@@ -73,7 +73,7 @@ const GpuOpRegistration<GlobalAvgPool> global_avg_pool_op(make_global_avg_pool);
 
 KernelLaunch describe_global_avg_pool(const float* x, float* y, std::int64_t planes,
                                       std::int64_t plane_size) {
-  if (planes < 0 || plane_size < 0) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (planes < 0 || plane_size < 0) return KernelLaunch::refused(cudaErrorInvalidValue, "global average pool: a negative plane count or size");
   if (planes == 0) return KernelLaunch{};
   if (plane_size >= kBlockPerPlaneFrom) {
     return detail::describe(global_avg_pool_block_kernel, detail::blocks_for(planes, 1), kThreads,

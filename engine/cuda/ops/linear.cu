@@ -19,7 +19,7 @@ __global__ void bias_activation_kernel(float* y, const float* bias, Index total,
 
 KernelLaunch describe_bias_activation(float* y, const float* bias, std::int64_t rows,
                                       std::int64_t cols, bool relu) {
-  if (detail::any_negative({rows, cols})) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (detail::any_negative({rows, cols})) return KernelLaunch::refused(cudaErrorInvalidValue, "bias epilogue: a negative row or column count");
   const std::int64_t total = rows * cols;
   if (total == 0 || (bias == nullptr && !relu)) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);

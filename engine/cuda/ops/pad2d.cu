@@ -36,7 +36,7 @@ KernelLaunch describe_pad2d(const float* x, float* y, const Pad2dGeometry& g) {
   const std::int64_t planes = g.planes, in_h = g.in_h, in_w = g.in_w, out_h = g.out_h,
                      out_w = g.out_w, top = g.top, left = g.left;
   if (detail::any_negative({planes, in_h, in_w, out_h, out_w, top, left})) {
-    return KernelLaunch::refused(cudaErrorInvalidValue);
+    return KernelLaunch::refused(cudaErrorInvalidValue, "pad2d: a negative size or padding");
   }
   const std::int64_t total = planes * out_h * out_w;
   if (total == 0) return KernelLaunch{};

@@ -106,7 +106,11 @@ bool invalid(const Pool2dGeometry& g) {
 }
 
 KernelLaunch describe_pool(bool max, const float* x, float* y, const Pool2dGeometry& g) {
-  if (invalid(g)) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (invalid(g)) {
+    return KernelLaunch::refused(cudaErrorInvalidValue,
+                                 "pool: a negative size or padding, or a window, stride or "
+                                 "dilation below 1");
+  }
   const std::int64_t total = g.planes * g.out_h * g.out_w;
   if (total == 0) return KernelLaunch{};
   const unsigned blocks = detail::blocks_for(total);
@@ -152,7 +156,8 @@ KernelLaunch describe_max_pool2d(const float* x, float* y, const Pool2dGeometry&
 
 KernelLaunch describe_avg_pool2d(const float* x, float* y, const Pool2dGeometry& g) {
   // Average pooling has no dilation (AvgPool2d rejects it too).
-  if (g.dilation_h != 1 || g.dilation_w != 1) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (g.dilation_h != 1 || g.dilation_w != 1)
+    return KernelLaunch::refused(cudaErrorInvalidValue, "average pool: a dilation other than 1");
   return describe_pool(false, x, y, g);
 }
 

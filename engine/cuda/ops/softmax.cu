@@ -67,7 +67,7 @@ const GpuOpRegistration<Softmax> softmax_op(make_softmax);
 KernelLaunch describe_softmax(const float* x, float* y, std::int64_t outer, std::int64_t length,
                               std::int64_t inner) {
   if (detail::any_negative({outer, length, inner}))
-    return KernelLaunch::refused(cudaErrorInvalidValue);
+    return KernelLaunch::refused(cudaErrorInvalidValue, "softmax: a negative outer, axis or inner size");
   const std::int64_t rows = outer * inner;
   if (rows == 0 || length == 0) return KernelLaunch{};
   if (length > kWarpSize && inner < kWarpSize) {

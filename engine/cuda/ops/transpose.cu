@@ -43,11 +43,12 @@ const GpuOpRegistration<Transpose> transpose_op(make_transpose);
 }  // namespace
 
 KernelLaunch describe_transpose(const float* x, float* y, const TransposeGeometry& g) {
-  if (g.rank < 1 || g.rank > kMaxRank) return KernelLaunch::refused(cudaErrorInvalidValue);
+  if (g.rank < 1 || g.rank > kMaxRank)
+    return KernelLaunch::refused(cudaErrorInvalidValue, "transpose: rank outside [1, kMaxRank]");
   std::int64_t total = 1;
   for (int d = 0; d < g.rank; ++d) {
     if (g.out_dims[d] < 0 || g.source_strides[d] < 0)
-      return KernelLaunch::refused(cudaErrorInvalidValue);
+      return KernelLaunch::refused(cudaErrorInvalidValue, "transpose: a negative size or stride");
     total *= g.out_dims[d];
   }
   if (total == 0) return KernelLaunch{};

@@ -20,8 +20,8 @@
 namespace cgr::capture {
 
 // The real nodes one step added, and what a node added after it waits for: the added nodes
-// the step ended on (with the data of the edges a successor gets from them), or the step's
-// own dependencies when it added nothing.
+// the step ended on (with the data of the edges the capture would give a successor, kept for
+// inspection), or the step's own dependencies when it added nothing.
 struct Segment {
   std::vector<cudaGraphNode_t> nodes;
   std::vector<cudaGraphNode_t> tails;
@@ -32,7 +32,8 @@ struct Segment {
 struct Dependencies {
   std::vector<cudaGraphNode_t> nodes;
   std::vector<cudaGraphEdgeData> edges;
-  // The tails of the given segments, each node once.
+  // The tails of the given segments, each node once, each edge a default edge (the successor
+  // starts when the tail has completed), whatever edge data the capture reported.
   static Dependencies after(std::span<const Segment* const> segments);
 };
 

@@ -34,6 +34,7 @@
 #include "cgr/models/googlenet.hpp"
 #include "cgr/models/inception.hpp"
 #include "cgr/models/random_weights.hpp"
+#include "cgr/safetensors.hpp"
 #include "cgr/models/resnet18.hpp"
 #include "cgr/models/resnet18_exits.hpp"
 #include "cgr/models/two_branch.hpp"
@@ -401,6 +402,7 @@ void check_outputs(const Options& o) {
   check_output_file("--export-dot", o.export_dot);
   check_output_file("--timeline", o.timeline);
   check_output_file("--export-plot", o.export_plot);
+  check_output_file("--export-weights", o.export_weights);
   if (!o.export_output.empty()) prepare_output_folder(o.export_output);
 }
 
@@ -479,6 +481,11 @@ int run(const Options& o) {
   LoadedModel m = load_model(o, std::nullopt);
   const InputTensors inputs = make_inputs(o, m);
   print_model_and_device(m.facts, device_info, o);
+  if (!o.export_weights.empty()) {
+    save_safetensors(o.export_weights, m.weights);
+    fmt::print("weights        {} tensors written to {}\n", m.weights.tensors().size(),
+               o.export_weights);
+  }
   std::vector<ModeRun> runs =
       build_runs(m, inputs, o.info ? std::vector<Mode>{modes.front()} : modes, o, device);
   // Output names become file names: refused now (a collision) rather than after the run.

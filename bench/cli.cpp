@@ -31,7 +31,8 @@ constexpr const char* kUsage =
     "         [--mode dag|stream-graph|eager|all] [--batch N] [--input-shape [NAME=]1x3x224x224]\n"
     "         [--exits off|all|early] [--threshold T] [--threads N] [--warmup-ms 200]\n"
     "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
-    "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-json FILE]\n"
+    "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
+    "         [--export-json FILE]\n"
     "         [--export-dot FILE] [--timeline FILE.svg] [--info]\n"
     "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--help]\n";
 
@@ -75,6 +76,9 @@ Outputs
   --export-output DIR      one inference's outputs as DIR/NAME.npy (first mode); in NAME
                            every character outside [A-Za-z0-9._-] becomes '_', so an
                            output name cannot point outside DIR
+  --export-weights FILE    the weights the engine was built with (seeded or loaded) as
+                           safetensors, PyTorch state_dict names: what a peer such as
+                           bench/torch_gpu_peer.py loads to run the same network
   --export-dot FILE        the dependency graph as DOT, branches as lanes; on cuda also the
                            instantiated CUDA graph as FILE.cuda.dot
   --timeline FILE.svg      one inference of the first mode, one bar per executed op from its
@@ -242,6 +246,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--percentiles", percentiles);
   app.add_option("--load-input", load_inputs);  // repeatable: one per input
   app.add_option("--export-output", o.export_output);
+  app.add_option("--export-weights", o.export_weights);
   app.add_option("--export-json", o.export_json);
   app.add_option("--export-dot", o.export_dot);
   app.add_option("--timeline", o.timeline);
@@ -307,6 +312,9 @@ std::optional<Options> parse_options(int argc, char** argv) {
   }
   if (!o.export_plot.empty() && o.sweep_sizes.empty()) {
     throw UsageError("--export-plot needs --sweep-size (it plots the sweep)");
+  }
+  if (!o.export_weights.empty() && !o.sweep_sizes.empty()) {
+    throw UsageError("--export-weights: not with --sweep-size (write the weights of one model)");
   }
   return o;
 }

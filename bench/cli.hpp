@@ -41,7 +41,7 @@ struct Options {
   int iterations = 0;  // 0: run for duration_s
   std::vector<double> percentiles{90, 95, 99};
   std::vector<InputFile> load_inputs;
-  std::string export_output, export_json, export_dot, timeline, export_plot;
+  std::string export_output, export_json, export_dot, timeline, export_plot, export_weights;
   bool info = false;
   std::vector<std::int64_t> sweep_sizes;
   std::vector<std::string> argv;  // the command as given, for the reports

@@ -12,7 +12,9 @@ if(CUDAToolkit_INCLUDE_DIRS)
 endif()
 
 find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_hints} PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY cudnn HINTS ${_cudnn_hints} PATH_SUFFIXES lib64 lib lib/x64)
+# libcudnn.so.9 too: the nvidia-cudnn wheels ship no unversioned libcudnn.so.
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_cudnn_hints}
+             PATH_SUFFIXES lib64 lib lib/x64)
 
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_version_lines

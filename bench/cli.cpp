@@ -43,7 +43,7 @@ manner of TensorRT's trtexec, with every execution mode of the device side by si
 Model
   --model NAME|PATH.onnx   built-in: two-branch (input x 1x3x64x64), inception (GoogLeNet's
                            inception3a, x 1x192x28x28), resnet18, resnet18-exits, googlenet
-                           (image 1x3x224x224); or an ONNX file (cgr's importer, opset 11-17)
+                           (image 1x3x224x224); or an ONNX file (cgr's importer, opset 7-21)
   --weights FILE           safetensors with PyTorch state_dict names; default: seeded random
                            weights (models::random_weights, seed 1); with ONNX, replaces the
                            file's initializers of the same names

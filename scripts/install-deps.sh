@@ -4,8 +4,10 @@
 # everything is installed.
 #   scripts/install-deps.sh           what the build needs
 #   scripts/install-deps.sh --tests   plus what the test suite needs: Debian's PyTorch,
-#                                     torchvision and onnx (the conformance reference) and
-#                                     clang with its runtime (libFuzzer)
+#                                     torchvision and onnx (the conformance reference),
+#                                     clang with its runtime (libFuzzer), and onnxruntime from
+#                                     PyPI into /opt/cgr/python (the second reference; Debian
+#                                     has no package), pinned to a wheel for Debian's numpy
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev
@@ -18,11 +20,22 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 if ((${#missing[@]})); then
   echo "cgr: installing ${missing[*]}"
-  sudo_cmd=()
-  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+if [[ "${1:-}" == "--tests" ]]; then
+  python_deps=/opt/cgr/python
+  if ! PYTHONPATH=$python_deps /usr/bin/python3 -c "import onnxruntime" >/dev/null 2>&1; then
+    echo "cgr: installing onnxruntime 1.19.2 into $python_deps"
+    "${sudo_cmd[@]}" /usr/bin/python3 -m pip install -q --disable-pip-version-check --no-deps \
+      --target "$python_deps" onnxruntime==1.19.2 2>&1 | grep -v "as the 'root' user" || true
+    PYTHONPATH=$python_deps /usr/bin/python3 -c "import onnxruntime" ||
+      { echo "cgr: onnxruntime did not install into $python_deps" >&2; exit 1; }
+  fi
 fi

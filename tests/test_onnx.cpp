@@ -231,12 +231,20 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     CHECK(error_message([&] { dangling.import(); }) ==
           "test.onnx: graph output 'z' is not produced by any node, nor is it a graph input");
   }
-  SUBCASE("unsupported op") {
+  SUBCASE("unsupported ops: every type at once, with its nodes") {
     OnnxBuilder b;
     b.input("x", {1, 4});
-    b.node("Sigmoid", {"x"}, {"y"}, "act");
-    b.output("y");
-    CHECK(error_message([&] { b.import(); }).find("test.onnx: node 'act' (Sigmoid): op type 'Sigmoid' is not supported (supported: Add, ") == 0);
+    b.node("Fancy", {"x"}, {"a"}, "f1");
+    b.node("Relu", {"a"}, {"b"}, "r");
+    b.node("Gizmo", {"b"}, {"c"}).clear_name();  // unnamed: its index
+    for (int i = 2; i <= 6; ++i)
+      b.node("Fancy", {"c"}, {"d" + std::to_string(i)}, "f" + std::to_string(i));
+    b.output("d6");
+    const std::string message = error_message([&] { b.import(); });
+    CHECK(message.find("test.onnx: 2 op types are not supported:\n"
+                       "  Fancy (6 nodes: 'f1', 'f2', 'f3', 'f4' and 2 more)\n"
+                       "  Gizmo (1 node: #2)\n"
+                       "supported: Add, ") == 0);
   }
   SUBCASE("unknown attribute and unsupported attribute values") {
     OnnxBuilder b;
@@ -280,10 +288,13 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
           "cut.onnx: not a valid ONNX model (protobuf parsing failed; truncated or not an .onnx file)");
     const std::string garbage = "\x93NUMPY this is not protobuf";
     CHECK_FALSE(error_message([&] { import_onnx(std::as_bytes(std::span(garbage.data(), garbage.size())), "g.onnx"); }).empty());
-    OnnxBuilder old(9);
-    conv_model(old);
-    old.node("Conv", {"x", "w"}, {"y"});
-    CHECK(error_message([&] { old.import(); }).find("test.onnx: opset 9 is not supported (supported: 11-17)") == 0);
+    for (int opset : {6, 22}) {
+      OnnxBuilder old(opset);
+      conv_model(old);
+      old.node("Conv", {"x", "w"}, {"y"});
+      CHECK(error_message([&] { old.import(); })
+                .find(fmt::format("test.onnx: opset {} is not supported (supported: 7-21)", opset)) == 0);
+    }
     OnnxBuilder bad;
     bad.input("x", {1, 1, 4, 4});
     bad.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f)).mutable_raw_data()->resize(20);

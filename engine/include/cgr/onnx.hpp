@@ -1,4 +1,4 @@
-// ONNX import: a ModelProto (opset 11-17) becomes a Network plus the Weights its layers bind.
+// ONNX import: a ModelProto (opset 7-21) becomes a Network plus the Weights its layers bind.
 // The op types it understands are supported_onnx_ops() (README lists them). Anything else — an
 // op, an attribute or an attribute value — is an Error naming the file, the node, the op type
 // and the attribute; nothing is skipped silently.

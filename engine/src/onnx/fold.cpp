@@ -194,14 +194,19 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     return from_dense(out);
   }
   if (op == "Slice") {
-    Attributes attrs(node, label, {});
+    // Before opset 10 starts, ends and axes are attributes (and there are no steps).
+    const bool attributes = opset < 10;
+    Attributes attrs(node, label,
+                     attributes ? std::initializer_list<std::string_view>{"starts", "ends", "axes"}
+                                : std::initializer_list<std::string_view>{});
     const Dense d = to_dense(input(0));
-    const auto starts = int_values(input(1), label, "starts");
-    const auto ends = int_values(input(2), label, "ends");
+    const auto starts = attributes ? attrs.get_ints("starts", {}) : int_values(input(1), label, "starts");
+    const auto ends = attributes ? attrs.get_ints("ends", {}) : int_values(input(2), label, "ends");
     std::vector<std::int64_t> axes, steps;
-    if (inputs.size() > 3 && inputs[3] != nullptr) axes = int_values(*inputs[3], label, "axes");
+    if (attributes && attrs.has("axes")) axes = attrs.get_ints("axes", {});
+    else if (!attributes && inputs.size() > 3 && inputs[3] != nullptr) axes = int_values(*inputs[3], label, "axes");
     else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
-    if (inputs.size() > 4 && inputs[4] != nullptr) steps = int_values(*inputs[4], label, "steps");
+    if (!attributes && inputs.size() > 4 && inputs[4] != nullptr) steps = int_values(*inputs[4], label, "steps");
     else steps.assign(starts.size(), 1);
     if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
       fail("{}: starts, ends, axes and steps differ in length", label);

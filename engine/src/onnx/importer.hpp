@@ -97,6 +97,7 @@ class Importer {
  private:
   void read_opset();
   void count_consumers();
+  void check_supported() const;
   void declare_inputs();
   void declare_outputs();
   void import_node(const ::onnx::NodeProto& node, int index);

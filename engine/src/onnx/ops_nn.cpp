@@ -111,7 +111,8 @@ void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const s
                                                     "kernel_shape", "pads", "storage_order",
                                                     "strides"}
           : std::initializer_list<std::string_view>{"auto_pad", "ceil_mode", "count_include_pad",
-                                                    "kernel_shape", "pads", "strides"});
+                                                    "dilations", "kernel_shape", "pads",
+                                                    "strides"});
   Importer::need_inputs(node, label, 1, 1);
   im.only_first_output(node, label);
   if (!attrs.has("kernel_shape")) fail("{}: attribute 'kernel_shape' is required", label);
@@ -122,7 +123,10 @@ void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const s
   p.kernel = Importer::pair_attribute(attrs, "kernel_shape", 1);
   p.stride =
       Importer::pair_attribute(attrs, "strides", 1);  // ONNX's default stride is 1, not the kernel
-  p.dilation = max ? Importer::pair_attribute(attrs, "dilations", 1) : Size2(1);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1);
+  // AveragePool has dilations from opset 19; cgr's average pooling has none.
+  if (!max && (p.dilation.h != 1 || p.dilation.w != 1))
+    attrs.unsupported("dilations", "must be 1 for AveragePool");
   p.ceil_mode = attrs.get_int("ceil_mode", 0) != 0;
   p.count_include_pad = attrs.get_int("count_include_pad", 0) != 0;
   p.padding =

@@ -139,6 +139,9 @@ void import_constant(Importer& im, const ::onnx::NodeProto& node, int, const std
     t = decode_tensor(*tensor, label);
   } else if (attrs.has("value_float")) {
     t.floats = {attrs.get_float("value_float", 0.0f)};
+  } else if (attrs.has("value_floats")) {
+    t.floats = attrs.get_floats("value_floats");
+    t.shape = Shape{static_cast<std::int64_t>(t.floats.size())};
   } else if (attrs.has("value_int")) {
     t.is_float = false;
     t.ints = {attrs.get_int("value_int", 0)};
@@ -148,31 +151,63 @@ void import_constant(Importer& im, const ::onnx::NodeProto& node, int, const std
     t.shape = Shape{static_cast<std::int64_t>(t.ints.size())};
   } else {
     fail(
-        "{}: needs one of the attributes value, value_float, value_int, value_ints "
-        "(value_floats, sparse_value and strings are not supported)",
+        "{}: needs one of the attributes value, value_float, value_floats, value_int, "
+        "value_ints (sparse_value and strings are not supported)",
         label);
   }
   im.set_constant(node.output(0), std::move(t));
 }
 
 void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
-  Attributes attrs(node, label, {"mode", "pads", "value"});
+  // Before opset 11 pads and value are attributes; from 11 inputs; from 18 an optional axes
+  // input says which dims the pads are for.
+  const bool attributes = im.opset() < 11;
+  Attributes attrs(node, label,
+                   attributes ? std::initializer_list<std::string_view>{"mode", "pads", "value"}
+                              : std::initializer_list<std::string_view>{"mode"});
   const std::string mode = attrs.get_string("mode", "constant");
   if (mode != "constant")
     attrs.unsupported("mode", fmt::format("'{}' is not supported (only constant)", mode));
-  Importer::need_inputs(node, label, 1, 4);
-  if (node.input_size() > 3 && !node.input(3).empty())
-    fail("{}: the 'axes' input is not supported", label);
-  const ConstantTensor& pads =
-      im.constant(node.input_size() > 1 ? node.input(1) : std::string(), label, "pads");
-  if (pads.is_float || pads.ints.size() != 8) {
-    fail("{}: pads '{}' must hold 8 integers (a 4-D input)", label, node.input(1));
+  Importer::need_inputs(node, label, 1, attributes ? 1 : 4);
+  const Value x = im.spatial_input(node, label);
+  const auto rank = static_cast<std::int64_t>(im.network().desc(x).shape.rank());
+  std::vector<std::int64_t> given;
+  double fill = 0.0;
+  if (attributes) {
+    if (!attrs.has("pads")) fail("{}: attribute 'pads' is required", label);
+    given = attrs.get_ints("pads", {});
+    fill = attrs.get_float("value", 0.0f);
+  } else {
+    const ConstantTensor& pads =
+        im.constant(node.input_size() > 1 ? node.input(1) : std::string(), label, "pads");
+    if (pads.is_float) fail("{}: pads '{}' must be an integer tensor", label, node.input(1));
+    given = pads.ints;
+    if (const ConstantTensor* v = im.optional_constant(node, 2, label, "constant_value")) {
+      if (v->shape.numel() != 1) fail("{}: constant_value must be one value", label);
+      fill = v->is_float ? double{v->floats.at(0)} : static_cast<double>(v->ints.at(0));
+    }
   }
-  if (const ConstantTensor* v = im.optional_constant(node, 2, label, "constant_value")) {
-    const double fill = v->is_float ? double{v->floats.at(0)} : static_cast<double>(v->ints.at(0));
-    if (fill != 0.0) fail("{}: constant_value {} is not supported (only 0)", label, fill);
+  // pads as [begin of every dim..., end of every dim...] for the 4 dims of x.
+  std::vector<std::int64_t> p(8, 0);
+  if (const ConstantTensor* axes = im.optional_constant(node, 3, label, "axes")) {
+    if (axes->is_float || given.size() != 2 * axes->ints.size()) {
+      fail("{}: axes '{}' must hold integers, half as many as pads", label, node.input(3));
+    }
+    for (std::size_t i = 0; i < axes->ints.size(); ++i) {
+      std::int64_t a = axes->ints[i];
+      if (a < -rank || a >= rank) fail("{}: axis {} is out of range for rank {}", label, a, rank);
+      if (a < 0) a += rank;
+      p[static_cast<std::size_t>(a)] = given[i];
+      p[static_cast<std::size_t>(a + 4)] = given[i + axes->ints.size()];
+    }
+  } else {
+    if (given.size() != 8) {
+      fail("{}: pads must hold 8 integers for a 4-D input, not {}", label, given.size());
+    }
+    p = given;
   }
-  const auto& p = pads.ints;  // [n0, c0, h0, w0, n1, c1, h1, w1]
+  if (fill != 0.0) fail("{}: constant value {} is not supported (only 0)", label, fill);
+  // p: [n0, c0, h0, w0, n1, c1, h1, w1]
   if (p[0] != 0 || p[1] != 0 || p[4] != 0 || p[5] != 0) {
     fail("{}: padding the batch or channel dims is not supported (pads {})", label,
          fmt::join(p, ","));
@@ -181,7 +216,6 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
     if (v < 0) fail("{}: negative pads (cropping) are not supported", label);
     if (v > kGeometryLimit) fail("{}: pad {} is implausibly large", label, v);
   }
-  const Value x = im.spatial_input(node, label);
   // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
   im.defer_pad(node.output(0), PendingPad{x, Padding2d(p[2], p[3], p[6], p[7]),
                                           im.layer_name(node, index), std::nullopt});

@@ -150,6 +150,12 @@ std::vector<std::int64_t> Attributes::get_ints(std::string_view name,
   return {ints.begin(), ints.end()};
 }
 
+std::vector<float> Attributes::get_floats(std::string_view name, std::vector<float> fallback) const {
+  if (!has(name)) return fallback;
+  const auto& floats = expect(name, ::onnx::AttributeProto::FLOATS).floats();
+  return {floats.begin(), floats.end()};
+}
+
 const ::onnx::TensorProto* Attributes::get_tensor(std::string_view name) const {
   return has(name) ? &expect(name, ::onnx::AttributeProto::TENSOR).t() : nullptr;
 }

@@ -40,6 +40,7 @@ class Attributes {
   std::string get_string(std::string_view name, std::string fallback) const;
   std::vector<std::int64_t> get_ints(std::string_view name,
                                      std::vector<std::int64_t> fallback) const;
+  std::vector<float> get_floats(std::string_view name, std::vector<float> fallback = {}) const;
   const ::onnx::TensorProto* get_tensor(std::string_view name) const;
   [[noreturn]] void unsupported(std::string_view attribute, std::string_view why) const;
   const std::string& label() const { return label_; }

@@ -1,0 +1,372 @@
+#!/usr/bin/python3
+"""ONNX graphs PyTorch does not export, with ONNX Runtime as the reference.
+
+Each op at each opset version where its semantics changed (attributes that became inputs,
+new defaults, coerced axes), plus the graph shapes older exporters and other frameworks
+write, built with onnx.helper and run by onnxruntime (PyPI, an independent implementation):
+
+    /usr/bin/python3 tests/conformance/make_ort_models.py OUT_DIR [--only NAME,...] [--list]
+
+writes OUT_DIR/NAME/{model.onnx, input0.npy..., output0.npy...} and OUT_DIR/manifest.json,
+which tests/conformance/test_ort_conformance.cpp reads. Exits 77 (skipped) when onnx,
+numpy or onnxruntime is missing: scripts/install-deps.sh --tests installs onnxruntime into
+/opt/cgr/python, which the CTest fixture puts on PYTHONPATH.
+
+Deterministic: each case seeds numpy from zlib.crc32 of its name.
+"""
+import argparse
+import json
+import os
+import sys
+import zlib
+
+if __name__ == "__main__" and len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+    # A manifest left by an earlier run must not stand in for this one if it cannot run.
+    try:
+        os.remove(os.path.join(sys.argv[1], "manifest.json"))
+    except FileNotFoundError:
+        pass
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    import onnxruntime as ort
+except ImportError as e:
+    print(f"make_ort_models.py: missing Python package: {e.name} (scripts/install-deps.sh --tests "
+          "installs onnxruntime into /opt/cgr/python; put it on PYTHONPATH)", file=sys.stderr)
+    sys.exit(77)
+
+TOLERANCE = 1e-5
+CASES = []
+
+
+class Graph:
+    """A small onnx.helper front end: inputs get seeded random values, initializers are given."""
+
+    def __init__(self, name, rng):
+        self.name, self.rng = name, rng
+        self.nodes, self.inputs, self.outputs, self.initializers = [], [], [], []
+        self.feeds = {}
+
+    def input(self, name, shape, low=-2.0, high=2.0):
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)))
+        self.feeds[name] = self.rng.uniform(low, high, size=shape).astype(np.float32)
+        return name
+
+    def const(self, name, values, dtype=None):
+        """An initializer: `dtype`, else the numpy dtype of `values` (Python floats as float32)."""
+        array = np.asarray(values, dtype=dtype)
+        if dtype is None and array.dtype == np.float64:
+            array = array.astype(np.float32)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def weight(self, name, shape, scale=None):
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        scale = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
+        return self.const(name, self.rng.uniform(-scale, scale, size=shape))
+
+    def node(self, op, inputs, outputs, **attrs):
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=f"{op.lower()}{len(self.nodes)}", **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def output(self, name):
+        self.outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+
+
+def case(name, opsets, exercises, tolerance=TOLERANCE):
+    """Registers build(g, opset) once per opset, as NAME_opN."""
+
+    def register(build):
+        for opset in opsets:
+            CASES.append((f"{name}_op{opset}", opset, build, exercises, tolerance))
+        return build
+
+    return register
+
+
+# --------------------------------------------------------------------------------------------
+# The importer's ops at the versions where they changed
+# --------------------------------------------------------------------------------------------
+
+@case("conv_same_upper", (7, 11, 21), ["Conv"])
+def _(g, opset):
+    x = g.input("x", [1, 3, 9, 8])
+    g.output(g.node("Conv", [x, g.weight("w", [4, 3, 3, 3]), g.weight("b", [4])], ["y"],
+                    auto_pad="SAME_UPPER", strides=[2, 2]))
+
+
+@case("conv_same_lower_valid", (7, 11), ["Conv"])
+def _(g, opset):
+    x = g.input("x", [1, 2, 7, 7])
+    y = g.node("Conv", [x, g.weight("w", [2, 2, 2, 2])], ["y"], auto_pad="SAME_LOWER")
+    g.output(g.node("Conv", [y, g.weight("w2", [3, 2, 3, 3])], ["z"], auto_pad="VALID"))
+
+
+@case("batchnorm", (7, 9, 14, 15), ["BatchNormalization"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 4, 5])
+    attrs = {"epsilon": 1e-3}
+    if opset < 9:
+        attrs["spatial"] = 1
+    scale, bias = g.const("s", g.rng.uniform(0.5, 1.5, 3)), g.const("b", g.rng.uniform(-1, 1, 3))
+    mean, var = g.const("m", g.rng.uniform(-1, 1, 3)), g.const("v", g.rng.uniform(0.5, 2, 3))
+    g.output(g.node("BatchNormalization", [x, scale, bias, mean, var], ["y"], **attrs))
+
+
+@case("maxpool", (7, 8, 10, 12), ["MaxPool"])
+def _(g, opset):
+    x = g.input("x", [1, 2, 9, 9])
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    if opset >= 10:
+        attrs["ceil_mode"] = 1
+    if opset >= 12:
+        attrs["dilations"] = [1, 1]
+    g.output(g.node("MaxPool", [x], ["y"], **attrs))
+
+
+@case("averagepool", (7, 10, 19), ["AveragePool"])
+def _(g, opset):
+    x = g.input("x", [1, 2, 8, 8])
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}
+    if opset >= 10:
+        attrs["ceil_mode"] = 0
+    if opset >= 19:
+        attrs["dilations"] = [1, 1]
+    g.output(g.node("AveragePool", [x], ["y"], **attrs))
+
+
+@case("global_average_pool", (7, 21), ["GlobalAveragePool"])
+def _(g, opset):
+    g.output(g.node("GlobalAveragePool", [g.input("x", [2, 3, 5, 4])], ["y"]))
+
+
+@case("gemm", (7, 9, 11, 13), ["Gemm"])
+def _(g, opset):
+    x = g.input("x", [3, 6])
+    w = g.weight("w", [6, 4])  # transB = 0
+    c = g.weight("c", [4])
+    g.output(g.node("Gemm", [x, w, c], ["y"], alpha=0.5, beta=2.0))
+
+
+@case("gemm_transa_no_c", (11, 13), ["Gemm"])
+def _(g, opset):
+    x = g.input("x", [6, 3])
+    g.output(g.node("Gemm", [x, g.weight("w", [4, 6])], ["y"], transA=1, transB=1))
+
+
+@case("matmul", (9, 13), ["MatMul"])
+def _(g, opset):
+    g.output(g.node("MatMul", [g.input("x", [2, 5]), g.weight("w", [5, 3])], ["y"]))
+
+
+@case("relu_leaky", (7, 13, 14, 16), ["Relu", "LeakyRelu"])
+def _(g, opset):
+    y = g.node("Relu", [g.input("x", [2, 3, 4])], ["y"])
+    z = g.node("LeakyRelu", [g.input("x2", [2, 3, 4])], ["z"], alpha=0.2)
+    g.output(g.node("Add", [y, z], ["out"]))
+
+
+@case("clip_attributes", (7,), ["Clip"])
+def _(g, opset):
+    g.output(g.node("Clip", [g.input("x", [2, 8])], ["y"], min=-0.5, max=0.75))
+
+
+@case("clip_inputs", (11, 12, 13), ["Clip"])
+def _(g, opset):
+    x = g.input("x", [2, 8])
+    g.output(g.node("Clip", [x, g.const("lo", -0.5), g.const("hi", 0.75)], ["y"]))
+
+
+@case("add_broadcast_constant", (7, 13, 14), ["Add"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 4, 5])
+    g.output(g.node("Add", [x, g.weight("c", [3, 1, 1], 1.0)], ["y"]))
+
+
+@case("concat", (7, 11, 13), ["Concat"])
+def _(g, opset):
+    a, b = g.input("a", [1, 2, 3]), g.input("b", [1, 4, 3])
+    g.output(g.node("Concat", [a, b], ["y"], axis=1 if opset < 11 else -2))
+
+
+@case("flatten", (7, 9, 11, 13, 21), ["Flatten"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 4, 5])
+    y = g.node("Flatten", [x], ["y"], axis=2)
+    g.output(g.node("Flatten", [y], ["z"], axis=0 if opset >= 9 else 1))
+
+
+@case("reshape", (7, 13, 14, 21), ["Reshape"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 4])
+    g.output(g.node("Reshape", [x, g.const("s", [0, -1], np.int64)], ["y"]))
+
+
+@case("transpose", (7, 13, 21), ["Transpose"])
+def _(g, opset):
+    g.output(g.node("Transpose", [g.input("x", [2, 3, 4])], ["y"], perm=[2, 0, 1]))
+
+
+@case("squeeze_unsqueeze", (7, 11, 13, 21), ["Squeeze", "Unsqueeze"])
+def _(g, opset):
+    x = g.input("x", [2, 1, 3])
+    if opset < 13:
+        y = g.node("Squeeze", [x], ["y"], axes=[1] if opset < 11 else [-2])
+        g.output(g.node("Unsqueeze", [y], ["z"], axes=[0, 3]))
+    else:
+        y = g.node("Squeeze", [x, g.const("a1", [-2], np.int64)], ["y"])
+        g.output(g.node("Unsqueeze", [y, g.const("a2", [0, 3], np.int64)], ["z"]))
+
+
+@case("dropout_identity", (7, 10, 12, 13, 21), ["Dropout", "Identity"])
+def _(g, opset):
+    x = g.input("x", [2, 5])
+    if opset < 12:
+        y = g.node("Dropout", [x], ["y"], ratio=0.3)
+    else:
+        y = g.node("Dropout", [x, g.const("r", np.float32(0.3))], ["y"])
+    g.output(g.node("Identity", [y], ["z"]))
+
+
+@case("constant_attributes", (9, 12, 13), ["Constant"])
+def _(g, opset):
+    x = g.input("x", [2, 3])
+    if opset >= 12:
+        c = g.node("Constant", [], ["c"], value_floats=[0.5, -1.0, 2.0])
+    else:
+        c = g.node("Constant", [], ["c"], value=numpy_helper.from_array(np.array([0.5, -1.0, 2.0], np.float32)))
+    g.output(g.node("Add", [x, c], ["y"]))
+
+
+@case("pad_then_conv", (7, 11, 13, 18, 19, 21), ["Pad", "Conv"])
+def _(g, opset):
+    x = g.input("x", [1, 2, 6, 6])
+    if opset < 11:
+        p = g.node("Pad", [x], ["p"], pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="constant", value=0.0)
+    elif opset < 18:
+        p = g.node("Pad", [x, g.const("pads", [0, 0, 1, 2, 0, 0, 2, 1], np.int64)], ["p"])
+    else:  # the axes input: pads for H and W only
+        p = g.node("Pad", [x, g.const("pads", [1, 2, 2, 1], np.int64), g.const("zero", np.float32(0)),
+                           g.const("axes", [2, 3], np.int64)], ["p"])
+    g.output(g.node("Conv", [p, g.weight("w", [3, 2, 3, 3])], ["y"]))
+
+
+@case("pad_alone", (7, 11, 18), ["Pad"])
+def _(g, opset):
+    x = g.input("x", [1, 2, 4, 5])
+    if opset < 11:
+        g.output(g.node("Pad", [x], ["y"], pads=[0, 0, 2, 1, 0, 0, 0, 3]))
+    elif opset < 18:
+        g.output(g.node("Pad", [x, g.const("pads", [0, 0, 2, 1, 0, 0, 0, 3], np.int64)], ["y"]))
+    else:
+        g.output(g.node("Pad", [x, g.const("pads", [1, 2, 3, 0], np.int64), "",
+                                g.const("axes", [-1, -2], np.int64)], ["y"]))
+
+
+@case("softmax_axis1_4d", (7, 11, 13), ["Softmax"])
+def _(g, opset):
+    # axis 1 of a 4-D tensor: before 13 over C*H*W flattened, from 13 over C alone.
+    g.output(g.node("Softmax", [g.input("x", [2, 3, 2, 2])], ["y"], axis=1))
+
+
+@case("softmax_default_axis", (7, 13), ["Softmax"])
+def _(g, opset):
+    g.output(g.node("Softmax", [g.input("x", [2, 3, 4])], ["y"]))
+
+
+@case("shape_arithmetic", (7, 9, 10, 11, 13), ["Shape", "Gather", "Slice", "Concat", "Reshape", "Cast",
+                                               "Unsqueeze"])
+def _(g, opset):
+    # x.view(x.size(0), -1) the way old exporters spell it: Shape -> Gather -> Unsqueeze ->
+    # Concat with a constant -> Reshape, plus a Slice of the shape (attributes before 10).
+    x = g.input("x", [2, 3, 4])
+    s = g.node("Shape", [x], ["s"])
+    n = g.node("Gather", [s, g.const("i0", np.int64(0))], ["n"], axis=0)
+    if opset < 13:
+        n1 = g.node("Unsqueeze", [n], ["n1"], axes=[0])
+    else:
+        n1 = g.node("Unsqueeze", [n, g.const("ax", [0], np.int64)], ["n1"])
+    if opset < 10:
+        tail = g.node("Slice", [s], ["tail"], starts=[2], ends=[3])
+    else:
+        tail = g.node("Slice", [s, g.const("st", [2], np.int64), g.const("en", [3], np.int64)], ["tail"])
+    dims = g.node("Concat", [n1, g.const("m1", [-1], np.int64), tail], ["dims"], axis=0)
+    dims = g.node("Cast", [dims], ["dims64"], to=TensorProto.INT64)
+    g.output(g.node("Reshape", [x, dims], ["y"]))
+
+
+@case("shape_start_end", (15, 21), ["Shape"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 4, 5])
+    s = g.node("Shape", [x], ["s"], start=1, end=-1)
+    g.output(g.node("Reshape", [x, g.node("Concat", [g.const("one", [2], np.int64), s, g.const("m", [-1], np.int64)],
+                                          ["d"], axis=0)], ["y"]))
+
+
+@case("constant_of_shape", (9, 20), ["ConstantOfShape", "Add"])
+def _(g, opset):
+    x = g.input("x", [2, 3])
+    c = g.node("ConstantOfShape", [g.const("shape", [3], np.int64)], ["c"],
+               value=numpy_helper.from_array(np.array([0.25], np.float32)))
+    g.output(g.node("Add", [x, c], ["y"]))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build_model(name, opset, build):
+    g = Graph(name, np.random.default_rng(zlib.crc32(name.encode())))
+    build(g, opset)
+    graph = helper.make_graph(g.nodes, name, g.inputs, g.outputs, g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="cgr make_ort_models.py")
+    model.ir_version = 7 if opset <= 15 else 8  # what the exporters of those opsets wrote
+    return model, g.feeds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?")
+    parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args()
+    if args.list:
+        for name, opset, _, exercises, _ in CASES:
+            print(f"{name:40s} opset {opset:2d}  {', '.join(exercises)}")
+        return 0
+    if not args.out:
+        parser.error("OUT_DIR is required")
+    only = set(args.only.split(",")) if args.only else None
+    os.makedirs(args.out, exist_ok=True)
+    manifest = []
+    for name, opset, build, exercises, tolerance in CASES:
+        if only and name not in only:
+            continue
+        model, feeds = build_model(name, opset, build)
+        folder = os.path.join(args.out, name)
+        os.makedirs(folder, exist_ok=True)
+        data = model.SerializeToString()
+        with open(os.path.join(folder, "model.onnx"), "wb") as f:
+            f.write(data)
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        results = session.run(None, feeds)
+        entry = {"name": name, "opset": opset, "exercises": exercises, "tolerance": tolerance,
+                 "onnx": f"{name}/model.onnx", "inputs": [], "outputs": []}
+        for i, (input_name, value) in enumerate(feeds.items()):
+            np.save(os.path.join(folder, f"input{i}.npy"), value)
+            entry["inputs"].append({"name": input_name, "file": f"{name}/input{i}.npy"})
+        for i, (out, value) in enumerate(zip(session.get_outputs(), results)):
+            np.save(os.path.join(folder, f"output{i}.npy"), np.asarray(value, dtype=np.float32))
+            entry["outputs"].append({"name": out.name, "file": f"{name}/output{i}.npy"})
+        manifest.append(entry)
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"make_ort_models.py: {len(manifest)} graphs checked by onnxruntime {ort.__version__} "
+          f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -60,6 +60,24 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                      Value y = n.conv2d(x, {.out_channels = 6, .kernel = 3, .padding = 1}, "conv");
                      return n.leaky_relu(y, {.negative_slope = 0.2f}, "lrelu");
                    }});
+  // Every function of the Unary layer; log, sqrt and reciprocal after abs, so that the result
+  // is finite and compared, not NaN.
+  for (int f = 0; f <= static_cast<int>(UnaryOp::reciprocal); ++f) {
+    const auto op = static_cast<UnaryOp>(f);
+    const bool positive = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::reciprocal;
+    cases.push_back({"Unary " + std::string(unary_op_name(op)), image,
+                     [op, positive](Network& n, Value x) {
+                       if (positive) x = n.unary(x, {.op = UnaryOp::abs}, "abs");
+                       return n.unary(x, UnaryParams::defaults(op), "unary");
+                     }});
+  }
+  cases.push_back({"Unary Elu alpha 0.5, HardSigmoid alpha 1/6 after a conv", image,
+                   [](Network& n, Value x) {
+                     Value y = n.conv2d(x, {.out_channels = 6, .kernel = 3, .padding = 1}, "conv");
+                     y = n.unary(y, {.op = UnaryOp::elu, .alpha = 0.5f}, "elu");
+                     return n.unary(y, {.op = UnaryOp::hard_sigmoid, .alpha = 1.0f / 6, .beta = 0.5f},
+                                    "hsig");
+                   }});
   cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
                      return n.clip(x, {-0.5f, 0.25f}, "clip");
                    }});

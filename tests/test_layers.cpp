@@ -431,6 +431,80 @@ TEST_CASE("LeakyReLU is x for x > 0, slope * x otherwise; NaN passes, -0 stays -
         "LeakyReLU 'bad': negative_slope nan is not a finite number");
 }
 
+TEST_CASE("Unary: every function against its definition in double precision, specials included") {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
+  const Shape xs{3, 7, 11};
+  auto x = random_vector(static_cast<std::size_t>(xs.numel()), 42, -6.0f, 6.0f);
+  const float specials[] = {0.0f, -0.0f, kInfF, -kInfF, std::numeric_limits<float>::quiet_NaN(),
+                            1e-30f, -1e-30f, 30.0f, -30.0f, 100.0f, -100.0f, 1.0f, -3.0f, 3.0f};
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  // The definitions (PyTorch's where it defines the op), evaluated in double.
+  const auto reference = [&](UnaryOp op, double v, double a, double b) -> double {
+    switch (op) {
+      case UnaryOp::sigmoid: return 1.0 / (1.0 + std::exp(-v));
+      case UnaryOp::tanh: return std::tanh(v);
+      case UnaryOp::elu: return v > 0 ? v : a * std::expm1(v);
+      case UnaryOp::selu: return b * (v > 0 ? v : a * std::expm1(v));
+      case UnaryOp::hard_sigmoid: return std::isnan(v) ? kNaN : std::clamp(a * v + b, 0.0, 1.0);
+      case UnaryOp::hard_swish: return std::isnan(v) ? kNaN : v * std::clamp(v + 3.0, 0.0, 6.0) / 6.0;
+      case UnaryOp::softplus: return v > 30 ? v : std::log1p(std::exp(v));
+      case UnaryOp::erf: return std::erf(v);
+      case UnaryOp::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      case UnaryOp::gelu_tanh:
+        return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+      case UnaryOp::silu: return v / (1.0 + std::exp(-v));
+      case UnaryOp::exp: return std::exp(v);
+      case UnaryOp::log: return std::log(v);
+      case UnaryOp::sqrt: return std::sqrt(v);
+      case UnaryOp::neg: return -v;
+      case UnaryOp::abs: return std::abs(v);
+      case UnaryOp::reciprocal: return 1.0 / v;
+    }
+    return kNaN;
+  };
+  for (int f = 0; f <= static_cast<int>(UnaryOp::reciprocal); ++f) {
+    const auto op = static_cast<UnaryOp>(f);
+    CAPTURE(unary_op_name(op));
+    const UnaryParams p = op == UnaryOp::elu ? UnaryParams{op, 0.7f, 0.0f} : UnaryParams::defaults(op);
+    const auto y = run_network(xs, x, [&](Network& n, Value v) { return n.unary(v, p, "f"); });
+    REQUIRE(y.size() == x.size());
+    int wrong = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double expected = reference(op, x[i], p.alpha, p.beta);
+      const auto expected_f = static_cast<float>(expected);
+      bool ok = false;
+      if (std::isnan(expected_f)) {
+        ok = std::isnan(y[i]);
+      } else if (std::isinf(expected_f)) {
+        ok = y[i] == expected_f;
+      } else {
+        // A few float ulps of the exact value, or of the input's scale where the float formula
+        // cancels (1 + erf(x) for x << 0, alpha x + beta near 0: what PyTorch computes too).
+        const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::abs(expected), 1e-30)) - 23);
+        const bool cancels = op == UnaryOp::gelu || op == UnaryOp::gelu_tanh ||
+                             op == UnaryOp::hard_sigmoid || op == UnaryOp::hard_swish;
+        const double scale_ulp =
+            cancels ? std::ldexp(1.0, -23) * std::max(1.0, std::abs(double{x[i]})) : 0.0;
+        ok = std::abs(double{y[i]} - expected) <= 4 * std::max(ulp, scale_ulp);
+      }
+      if (!ok && wrong++ < 5) MESSAGE("x = " << x[i] << ": " << y[i] << ", expected " << expected);
+    }
+    CHECK(wrong == 0);
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  const Value s = net.unary(v, UnaryParams::defaults(UnaryOp::selu), "selu");
+  CHECK(net.layer(net.producer(s)).label() == "Selu");
+  CHECK(net.layer(net.producer(s)).attributes() == "alpha 1.6732632 beta 1.050701");
+  CHECK(net.layer(net.producer(net.unary(v, {.op = UnaryOp::gelu}, "g"))).label() == "Gelu");
+  CHECK(cgr::test::error_message([&] {
+          net.unary(v, {.op = UnaryOp::elu, .alpha = std::numeric_limits<float>::infinity()}, "bad");
+        }) == "Elu 'bad': alpha inf and beta 0 must be finite numbers");
+  CHECK(cgr::test::error_message([&] { net.unary(v, {.op = static_cast<UnaryOp>(99)}, "bad2"); }) ==
+        "Unary 'bad2': unknown function 99");
+}
+
 TEST_CASE("AddConstant broadcasts NumPy-style; Transpose permutes dims") {
   const Shape xs{2, 3, 4};
   const auto x = random_vector(24, 41);

@@ -314,6 +314,41 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Unary functions
+# --------------------------------------------------------------------------------------------
+
+def unary_case(op, opsets, low=-4.0, high=4.0, **attrs):
+    @case(f"unary_{op.lower()}" + ("_attrs" if attrs else ""), opsets, [op])
+    def _(g, opset):
+        g.output(g.node(op, [g.input("x", [2, 3, 5, 7], low, high)], ["y"], **attrs))
+
+
+for _op in ("Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Reciprocal"):
+    unary_case(_op, (7, 13))
+unary_case("Log", (7, 13), 0.01, 8.0)
+unary_case("Sqrt", (7, 13), 0.0, 8.0)
+unary_case("Erf", (9, 13))
+unary_case("Elu", (7,))
+unary_case("Elu", (7,), alpha=0.4)
+unary_case("Selu", (7,))
+unary_case("Selu", (7,), alpha=1.5, gamma=1.2)
+unary_case("HardSigmoid", (7,))
+unary_case("HardSigmoid", (7,), alpha=1.0 / 6, beta=0.5)
+unary_case("HardSwish", (14, 21))
+unary_case("Softplus", (7, 21), -30.0, 30.0)
+unary_case("Gelu", (20, 21))
+unary_case("Gelu", (20,), approximate="tanh")
+
+
+@case("unary_chain_after_conv", (13,), ["Conv", "Sigmoid", "Tanh", "Abs", "Sqrt", "Log"])
+def _(g, opset):
+    x = g.input("x", [1, 3, 8, 8])
+    y = g.node("Conv", [x, g.weight("w", [4, 3, 3, 3])], ["c"], pads=[1, 1, 1, 1])
+    y = g.node("Tanh", [g.node("Sigmoid", [y], ["s"])], ["t"])
+    g.output(g.node("Log", [g.node("Sqrt", [g.node("Abs", [y], ["a"])], ["r"])], ["y"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

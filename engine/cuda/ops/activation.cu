@@ -1,10 +1,11 @@
-// Elementwise activations: ReLU, Clip, LeakyReLU. Memory bound: one thread per element in a
+// Elementwise activations: ReLU, Clip, LeakyReLU, and the functions of the Unary layer. Memory bound: one thread per element in a
 // grid-stride loop over a function object from cgr/layers/element_math.hpp (see activation.hpp).
 #include "activation.hpp"
 
 #include "cgr/layers/clip.hpp"
 #include "cgr/layers/leaky_relu.hpp"
 #include "cgr/layers/relu.hpp"
+#include "cgr/layers/unary.hpp"
 #include "gpu_op.hpp"
 #include "launch.cuh"
 
@@ -47,7 +48,13 @@ std::unique_ptr<GpuOp> make_leaky_relu(const LeakyRelu& layer, const GpuOpBuild&
   return unary_op(layer, math::LeakyReluFn{layer.params().negative_slope});
 }
 
+std::unique_ptr<GpuOp> make_unary(const Unary& layer, const GpuOpBuild&) {
+  const UnaryParams& p = layer.params();
+  return unary_op(layer, math::UnaryFn{p.op, p.alpha, p.beta});
+}
+
 const GpuOpRegistration<Relu> relu_op(make_relu);
+const GpuOpRegistration<Unary> unary_gpu_op(make_unary);
 const GpuOpRegistration<Clip> clip_op(make_clip);
 const GpuOpRegistration<LeakyRelu> leaky_relu_op(make_leaky_relu);
 

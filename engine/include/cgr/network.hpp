@@ -25,6 +25,7 @@
 #include "cgr/layers/global_avg_pool.hpp"
 #include "cgr/layers/layer.hpp"
 #include "cgr/layers/leaky_relu.hpp"
+#include "cgr/layers/unary.hpp"
 #include "cgr/layers/linear.hpp"
 #include "cgr/layers/max_pool2d.hpp"
 #include "cgr/layers/pad2d.hpp"
@@ -68,6 +69,11 @@ class Network {
   Value relu(Value x, const std::string& name) { return emplace<Relu>(x, name); }
   Value leaky_relu(Value x, const LeakyReluParams& params, const std::string& name) {
     return emplace<LeakyRelu>(x, name, params);
+  }
+  // An elementwise function (sigmoid, tanh, gelu, ...): unary(x, {.op = UnaryOp::sigmoid}, n);
+  // UnaryParams::defaults(op) holds ONNX's alpha and beta for elu, selu and hard_sigmoid.
+  Value unary(Value x, const UnaryParams& params, const std::string& name) {
+    return emplace<Unary>(x, name, params);
   }
   Value max_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
     return emplace<MaxPool2d>(x, name, params);

@@ -1,5 +1,7 @@
-// ONNX elementwise ops: Relu, LeakyRelu, Clip (ReLU when it is max(x, 0)), Add (of two
-// computed tensors, or of a constant broadcast to the other operand).
+// ONNX elementwise ops: Relu, LeakyRelu, Clip (ReLU when it is max(x, 0)), the functions of the
+// Unary layer (Sigmoid, Tanh, Elu, Selu, HardSigmoid, HardSwish, Softplus, Erf, Gelu, Exp, Log,
+// Sqrt, Neg, Abs, Reciprocal), Add (of two computed tensors, or of a constant broadcast to the
+// other operand).
 #include <limits>
 
 #include "cgr/error.hpp"
@@ -70,7 +72,53 @@ void import_add(Importer& im, const ::onnx::NodeProto& node, int index, const st
   im.bind(node.output(0), y);
 }
 
+// One ONNX op of the Unary layer; its attributes are the function's alpha and beta.
+template <UnaryOp Op>
+void import_unary(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  UnaryParams p = UnaryParams::defaults(Op);
+  if constexpr (Op == UnaryOp::elu) {
+    Attributes attrs(node, label, {"alpha"});
+    p.alpha = attrs.get_float("alpha", p.alpha);
+  } else if constexpr (Op == UnaryOp::selu) {
+    Attributes attrs(node, label, {"alpha", "gamma"});
+    p.alpha = attrs.get_float("alpha", p.alpha);
+    p.beta = attrs.get_float("gamma", p.beta);
+  } else if constexpr (Op == UnaryOp::hard_sigmoid) {
+    Attributes attrs(node, label, {"alpha", "beta"});
+    p.alpha = attrs.get_float("alpha", p.alpha);
+    p.beta = attrs.get_float("beta", p.beta);
+  } else if constexpr (Op == UnaryOp::gelu) {
+    Attributes attrs(node, label, {"approximate"});
+    const std::string approximate = attrs.get_string("approximate", "none");
+    if (approximate == "tanh") {
+      p.op = UnaryOp::gelu_tanh;
+    } else if (approximate != "none") {
+      attrs.unsupported("approximate", fmt::format("'{}' is not none or tanh", approximate));
+    }
+  } else {
+    Attributes attrs(node, label, {});
+  }
+  Importer::need_inputs(node, label, 1, 1);
+  im.bind(node.output(0),
+          im.network().unary(im.value(node.input(0), label), p, im.layer_name(node, index)));
+}
+
 CGR_ONNX_OP("Relu", import_relu);
+CGR_ONNX_OP("Sigmoid", import_unary<UnaryOp::sigmoid>);
+CGR_ONNX_OP("Tanh", import_unary<UnaryOp::tanh>);
+CGR_ONNX_OP("Elu", import_unary<UnaryOp::elu>);
+CGR_ONNX_OP("Selu", import_unary<UnaryOp::selu>);
+CGR_ONNX_OP("HardSigmoid", import_unary<UnaryOp::hard_sigmoid>);
+CGR_ONNX_OP("HardSwish", import_unary<UnaryOp::hard_swish>);
+CGR_ONNX_OP("Softplus", import_unary<UnaryOp::softplus>);
+CGR_ONNX_OP("Erf", import_unary<UnaryOp::erf>);
+CGR_ONNX_OP("Gelu", import_unary<UnaryOp::gelu>);
+CGR_ONNX_OP("Exp", import_unary<UnaryOp::exp>);
+CGR_ONNX_OP("Log", import_unary<UnaryOp::log>);
+CGR_ONNX_OP("Sqrt", import_unary<UnaryOp::sqrt>);
+CGR_ONNX_OP("Neg", import_unary<UnaryOp::neg>);
+CGR_ONNX_OP("Abs", import_unary<UnaryOp::abs>);
+CGR_ONNX_OP("Reciprocal", import_unary<UnaryOp::reciprocal>);
 CGR_ONNX_OP("LeakyRelu", import_leaky_relu);
 CGR_ONNX_OP("Clip", import_clip);
 CGR_ONNX_OP("Add", import_add);

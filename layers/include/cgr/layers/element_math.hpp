@@ -43,6 +43,82 @@ struct LeakyReluFn {
   CGR_HD float operator()(float x) const { return leaky_relu(x, slope); }
 };
 
+// The elementwise functions of the Unary layer (ONNX's names; PyTorch's definitions where the
+// two differ only in rounding). alpha and beta are the function's parameters where it has any.
+enum class UnaryOp : std::int32_t {
+  sigmoid,       // 1 / (1 + e^-x)
+  tanh,
+  elu,           // x > 0 ? x : alpha (e^x - 1)
+  selu,          // beta (x > 0 ? x : alpha (e^x - 1)); ONNX's gamma is beta here
+  hard_sigmoid,  // clamp(alpha x + beta, 0, 1)
+  hard_swish,    // x relu6(x + 3) / 6, as torch.nn.Hardswish
+  softplus,      // log(1 + e^x), overflow-free
+  erf,
+  gelu,          // x/2 (1 + erf(x / sqrt 2))
+  gelu_tanh,     // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  silu,          // x sigmoid(x)
+  exp,
+  log,
+  sqrt,
+  neg,
+  abs,
+  reciprocal,
+};
+
+CGR_HD float sigmoid(float x) {
+  // e^-|x| never overflows; the two branches are the same function.
+  if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+CGR_HD float unary(UnaryOp op, float x, float alpha, float beta) {
+  switch (op) {
+    case UnaryOp::sigmoid:
+      return sigmoid(x);
+    case UnaryOp::tanh:
+      return tanhf(x);
+    case UnaryOp::elu:
+      return x > 0.0f ? x : alpha * expm1f(x);
+    case UnaryOp::selu:
+      return beta * (x > 0.0f ? x : alpha * expm1f(x));
+    case UnaryOp::hard_sigmoid:
+      return clip(alpha * x + beta, 0.0f, 1.0f);
+    case UnaryOp::hard_swish:
+      return x * clip(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case UnaryOp::softplus:
+      return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case UnaryOp::erf:
+      return erff(x);
+    case UnaryOp::gelu:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case UnaryOp::gelu_tanh:
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case UnaryOp::silu:
+      return x * sigmoid(x);
+    case UnaryOp::exp:
+      return expf(x);
+    case UnaryOp::log:
+      return logf(x);
+    case UnaryOp::sqrt:
+      return sqrtf(x);
+    case UnaryOp::neg:
+      return -x;
+    case UnaryOp::abs:
+      return fabsf(x);
+    case UnaryOp::reciprocal:
+      return 1.0f / x;
+  }
+  return x;
+}
+
+// The op is the same for every element of a launch: the switch is uniform on the GPU.
+struct UnaryFn {
+  UnaryOp op;
+  float alpha, beta;
+  CGR_HD float operator()(float x) const { return unary(op, x, alpha, beta); }
+};
+
 // Output length of a sliding window along one axis, PyTorch's rule (also ONNX's):
 // floor or ceil of (in + pads - dilation*(k-1) - 1) / stride + 1, and in ceil mode the last
 // window must start inside the input or the leading padding.

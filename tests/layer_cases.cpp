@@ -136,8 +136,32 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
   cases.push_back({"Transpose NCHW -> NHWC", image, [](Network& n, Value x) {
                      return n.transpose(x, {0, 2, 3, 1}, "transpose");
                    }});
-  cases.push_back({"AddConstant per channel", image, [](Network& n, Value x) {
-                     return n.add_constant(x, Shape{1, 8, 1, 1}, "shift");
+  // Every Binary function against a per-channel constant (pow of |x|, so that it is finite).
+  for (int f = 0; f <= static_cast<int>(BinaryOp::prelu); ++f) {
+    const auto op = static_cast<BinaryOp>(f);
+    cases.push_back({"Binary " + std::string(binary_op_name(op)) + " with a per-channel constant",
+                     image, [op](Network& n, Value x) {
+                       if (op == BinaryOp::pow) x = n.unary(x, {.op = UnaryOp::abs}, "abs");
+                       return n.binary(x, op, BinaryConstant{Shape{1, 8, 1, 1}}, "binary");
+                     }});
+  }
+  cases.push_back({"Binary Mul by the global average pool (squeeze-excitation)", image,
+                   [](Network& n, Value x) {
+                     return n.binary(x, n.global_avg_pool(x, "pool"), BinaryOp::mul, "scale");
+                   }});
+  cases.push_back({"Binary Sub of x from a scalar constant (constant first)", image,
+                   [](Network& n, Value x) {
+                     return n.binary(x, BinaryOp::sub, BinaryConstant{Shape{}, true}, "rsub");
+                   }});
+  cases.push_back({"Binary Max and Div of two computed tensors of one shape", image,
+                   [](Network& n, Value x) {
+                     const Value r = n.relu(x, "relu");
+                     return n.binary(n.binary(x, r, BinaryOp::max, "max"),
+                                     n.unary(x, {.op = UnaryOp::exp}, "exp"), BinaryOp::div, "div");
+                   }});
+  cases.push_back({"Binary Add of a rank-5 constant: the output gains a dim", image,
+                   [](Network& n, Value x) {
+                     return n.binary(x, BinaryOp::add, BinaryConstant{Shape{3, 1, 1, 1, 13}}, "up");
                    }});
   cases.push_back({"CustomOp: a copy, on the host and on the device", image,
                    [device_copy](Network& n, Value x) {

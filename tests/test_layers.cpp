@@ -505,25 +505,102 @@ TEST_CASE("Unary: every function against its definition in double precision, spe
         "Unary 'bad2': unknown function 99");
 }
 
-TEST_CASE("AddConstant broadcasts NumPy-style; Transpose permutes dims") {
+TEST_CASE("Binary broadcasts NumPy-style: every function, constants left and right, dims merged") {
+  // broadcast_shapes and the merged geometry
+  CHECK(broadcast_shapes(Shape{2, 3, 4}, Shape{3, 1}) == Shape{2, 3, 4});
+  CHECK(broadcast_shapes(Shape{1, 5}, Shape{4, 1}) == Shape{4, 5});
+  CHECK(broadcast_shapes(Shape{}, Shape{2, 2}) == Shape{2, 2});
+  CHECK_FALSE(broadcast_shapes(Shape{2, 3}, Shape{3, 2}).has_value());
+  const BroadcastGeometry same = broadcast_geometry(Shape{2, 3, 4}, Shape{2, 3, 4}, Shape{2, 3, 4});
+  CHECK(same.rank == 1);
+  CHECK(same.out_dims[0] == 24);
+  const BroadcastGeometry channel =
+      broadcast_geometry(Shape{2, 8, 5, 5}, Shape{2, 8, 5, 5}, Shape{1, 8, 1, 1});
+  CHECK(channel.rank == 3);  // [2][8][25]: b walks only the middle dim
+  CHECK(channel.b_strides[0] == 0);
+  CHECK(channel.b_strides[1] == 1);
+  CHECK(channel.b_strides[2] == 0);
+
+  // Values against a naive NumPy-rule loop, for each function and several shape pairs.
+  const auto naive = [](BinaryOp op, const std::vector<float>& a, const Shape& as,
+                        const std::vector<float>& b, const Shape& bs, const Shape& out) {
+    std::vector<float> y(static_cast<std::size_t>(out.numel()));
+    std::vector<std::int64_t> index(out.rank(), 0);
+    auto offset = [&](const Shape& s) {
+      std::int64_t o = 0;
+      for (std::size_t i = 0; i < s.rank(); ++i) {
+        const std::size_t d = out.rank() - s.rank() + i;
+        o = o * s[i] + (s[i] == 1 ? 0 : index[d]);
+      }
+      return static_cast<std::size_t>(o);
+    };
+    for (auto& v : y) {
+      v = math::binary(op, a[offset(as)], b[offset(bs)]);
+      for (std::size_t d = out.rank(); d-- > 0;) {
+        if (++index[d] < out[d]) break;
+        index[d] = 0;
+      }
+    }
+    return y;
+  };
+  const std::vector<std::pair<Shape, Shape>> pairs = {{Shape{2, 3, 4}, Shape{2, 3, 4}},
+                                                      {Shape{2, 3, 4}, Shape{3, 1}},
+                                                      {Shape{2, 1, 4}, Shape{5, 1}},
+                                                      {Shape{3, 4}, Shape{}},
+                                                      {Shape{1, 4}, Shape{2, 3, 1}}};
+  unsigned seed = 60;
+  for (int f = 0; f <= static_cast<int>(BinaryOp::prelu); ++f) {
+    const auto op = static_cast<BinaryOp>(f);
+    for (const auto& [as, bs] : pairs) {
+      if (op == BinaryOp::prelu && *broadcast_shapes(as, bs) != as) continue;  // slope -> x only
+      CAPTURE(binary_op_name(op));
+      CAPTURE(as.to_string());
+      CAPTURE(bs.to_string());
+      auto a = random_vector(static_cast<std::size_t>(as.numel()), ++seed, -3.0f, 3.0f);
+      const auto b = random_vector(static_cast<std::size_t>(bs.numel()), ++seed, -3.0f, 3.0f);
+      if (!a.empty()) a[0] = std::numeric_limits<float>::quiet_NaN();
+      const Shape out = *broadcast_shapes(as, bs);
+      const auto expected = naive(op, a, as, b, bs, out);
+      // Two computed operands (network inputs have at least one dim; constants may be scalars).
+      if (bs.rank() > 0) {
+        Network net;
+        const Value va = net.input("a", as), vb = net.input("b", bs);
+        net.output("y", net.binary(va, vb, op, "f"));
+        const Engine e = Engine::build(net, {}, {.threads = 2});
+        const auto y = e.create_context().infer({{"a", a}, {"b", b}}).output("y").to_vector();
+        CHECK(cgr::test::same_bits(Tensor(out, y), Tensor(out, expected)));
+      }
+      // b as a constant on the right, then a as a constant on the left.
+      for (const bool first : {false, true}) {
+        if (first && bs.rank() == 0) continue;
+        Network cn;
+        const Value x = cn.input("x", first ? bs : as);
+        cn.output("y", cn.binary(x, op, BinaryConstant{first ? as : bs, first}, "f"));
+        Weights w;
+        w.add("f.constant", Tensor(first ? as : bs, first ? a : b));
+        const auto yc = Engine::build(cn, w, {.threads = 2})
+                            .create_context()
+                            .infer({{"x", first ? b : a}})
+                            .output("y")
+                            .to_vector();
+        CHECK(cgr::test::same_bits(Tensor(out, yc), Tensor(out, expected)));
+      }
+    }
+  }
+  Network net;
+  const Value v = net.input("x", Shape{2, 3, 4});
+  CHECK(net.layer(net.producer(net.binary(v, BinaryOp::mul, BinaryConstant{Shape{3, 1}}, "m"))).attributes() ==
+        "right constant 3x1");
+  CHECK(cgr::test::error_message([&] { net.binary(v, BinaryOp::add, BinaryConstant{Shape{3, 3}}, "bad"); }) ==
+        "Add 'bad': shapes 2x3x4 and 3x3 do not broadcast");
+  CHECK(cgr::test::error_message([&] {
+          net.binary(v, BinaryOp::prelu, BinaryConstant{Shape{5, 1, 1, 1}}, "p");
+        }) == "PRelu 'p': the slope of shape 5x1x1x1 does not broadcast to x of shape 2x3x4");
+}
+
+TEST_CASE("Transpose permutes dims") {
   const Shape xs{2, 3, 4};
   const auto x = random_vector(24, 41);
-  SUBCASE("per-channel [3, 1] constant") {
-    Weights w;
-    w.add("c.constant", Tensor(Shape{3, 1}, {10.0f, 20.0f, 30.0f}));
-    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.add_constant(v, {3, 1}, "c"); }, w);
-    for (std::size_t i = 0; i < 24; ++i) CHECK(y[i] == x[i] + 10.0f * static_cast<float>((i / 4) % 3 + 1));
-  }
-  SUBCASE("scalar constant and a shape that does not broadcast") {
-    Weights w;
-    w.add("c.constant", Tensor(Shape{}, {0.5f}));
-    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.add_constant(v, Shape{}, "c"); }, w);
-    for (std::size_t i = 0; i < 24; ++i) CHECK(y[i] == x[i] + 0.5f);
-    Network net;
-    const Value v = net.input("x", xs);
-    CHECK(cgr::test::error_message([&] { net.add_constant(v, {3, 3}, "bad"); }) ==
-          "AddConstant 'bad': a constant of shape 3x3 does not broadcast to 'x' of shape 2x3x4");
-  }
   SUBCASE("Transpose") {
     const auto y = run_network(xs, x, [](Network& n, Value v) { return n.transpose(v, {2, 0, 1}, "t"); });
     REQUIRE(y.size() == 24);

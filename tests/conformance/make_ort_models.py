@@ -349,6 +349,83 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Binary functions with broadcasting, and folding of shape arithmetic
+# --------------------------------------------------------------------------------------------
+
+def binary_case(op, opsets, a_shape, b_shape, positive=False, b_const=False, a_const=False):
+    tag = "_".join(["x".join(map(str, a_shape)) or "s", "x".join(map(str, b_shape)) or "s"])
+    tag += "_bconst" if b_const else "_aconst" if a_const else ""
+
+    @case(f"binary_{op.lower()}_{tag}", opsets, [op])
+    def _(g, opset):
+        low = 0.1 if positive else -3.0
+        a = g.const("a", g.rng.uniform(low, 3.0, a_shape)) if a_const else g.input("a", a_shape, low, 3.0)
+        b = g.const("b", g.rng.uniform(-2.0, 2.0, b_shape)) if b_const else g.input("b", b_shape, -2.0, 2.0)
+        g.output(g.node(op, [a, b], ["y"]))
+
+
+for _op, _opsets in (("Add", (7, 13, 14)), ("Sub", (7, 13, 14)), ("Mul", (7, 13, 14)),
+                     ("Div", (7, 13, 14)), ("Max", (8, 12, 13)), ("Min", (8, 12, 13))):
+    binary_case(_op, _opsets, [2, 3, 4, 5], [3, 1, 5])
+    binary_case(_op, (13,), [2, 1, 4], [5, 1])
+    binary_case(_op, (13,), [2, 3, 4], [], b_const=True)
+binary_case("Pow", (7, 12, 13, 15), [2, 3, 4], [3, 1], positive=True)
+binary_case("Pow", (13,), [2, 3, 4], [1], positive=True, b_const=True)
+binary_case("Sub", (13,), [3, 1], [2, 3, 4], a_const=True)
+binary_case("Div", (13,), [4], [2, 3, 4], a_const=True)
+binary_case("Mul", (13,), [2, 8, 5, 5], [2, 8, 1, 1])  # squeeze-excitation's channel scale
+
+
+@case("prelu_per_channel", (7, 9, 16), ["PRelu"])
+def _(g, opset):
+    x = g.input("x", [2, 4, 5, 5])
+    g.output(g.node("PRelu", [x, g.const("slope", g.rng.uniform(0.0, 0.5, [4, 1, 1]))], ["y"]))
+
+
+@case("prelu_computed_slope", (9, 16), ["PRelu"])
+def _(g, opset):
+    g.output(g.node("PRelu", [g.input("x", [2, 3, 4]), g.input("slope", [3, 1], 0.0, 1.0)], ["y"]))
+
+
+@case("variadic", (8, 13), ["Sum", "Mean", "Max", "Min"])
+def _(g, opset):
+    a, b, c = g.input("a", [2, 3, 4]), g.input("b", [3, 4]), g.input("c", [2, 1, 4])
+    s = g.node("Sum", [a, b, c], ["s"])
+    m = g.node("Mean", [a, b, c], ["m"])
+    hi = g.node("Max", [s, m, a], ["hi"])
+    g.output(g.node("Min", [hi, c], ["y"]))
+
+
+@case("fold_shape_arithmetic", (11, 13), ["Div", "Mul", "Equal", "Where", "Range", "Cast", "Expand",
+                                          "Add", "Sub", "Not", "Less"])
+def _(g, opset):
+    # The integer arithmetic exporters emit around view/reshape, all on constants, then a
+    # Range added to x and an Expand of a constant.
+    x = g.input("x", [2, 6, 4])
+    s = g.node("Shape", [x], ["s"])
+    c = g.node("Gather", [s, g.const("one", np.int64(1))], ["c"], axis=0)
+    half = g.node("Div", [c, g.const("two", np.int64(2))], ["half"])
+    back = g.node("Mul", [half, g.const("two2", np.int64(2))], ["back"])
+    even = g.node("Equal", [back, c], ["even"])
+    odd = g.node("Not", [even], ["odd"])
+    small = g.node("Less", [c, g.const("ten", np.int64(10))], ["small"])
+    pick = g.node("Where", [even, half, c], ["pick"])
+    pick = g.node("Sub", [pick, g.node("Cast", [odd], ["odd_i"], to=TensorProto.INT64)], ["pick2"])
+    pick = g.node("Where", [small, pick, c], ["pick3"])
+    if opset < 13:
+        dims = g.node("Unsqueeze", [pick], ["dims1"], axes=[0])
+    else:
+        dims = g.node("Unsqueeze", [pick, g.const("ax", [0], np.int64)], ["dims1"])
+    shape = g.node("Concat", [g.const("m1", [-1], np.int64), dims, g.const("four", [4], np.int64)], ["shape"], axis=0)
+    y = g.node("Reshape", [x, shape], ["y"])  # 4 x 3 x 4
+    w = g.node("Gather", [s, g.const("two3", np.int64(2))], ["w"], axis=0)
+    r = g.node("Range", [g.const("z", np.int64(0)), w, g.const("st", np.int64(1))], ["r"])
+    rf = g.node("Cast", [r], ["rf"], to=TensorProto.FLOAT)
+    e = g.node("Expand", [g.const("k", [[0.5], [1.5], [2.5]]), g.const("es", [3, 4], np.int64)], ["e"])
+    g.output(g.node("Add", [g.node("Add", [y, rf], ["yr"]), e], ["out"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

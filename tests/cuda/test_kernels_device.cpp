@@ -19,12 +19,14 @@
 #include <vector>
 
 #include "../test_support.hpp"
+#include "cgr/layers/binary.hpp"
 #include "cgr/layers/conv2d.hpp"
 #include "cgr/layers/element_math.hpp"
 #include "cgr/capture/cuda_check.hpp"
 #include "gpu_op.hpp"
 #include "ops/activation.hpp"
 #include "ops/add.hpp"
+#include "ops/binary.hpp"
 #include "ops/batch_norm2d.hpp"
 #include "ops/concat.hpp"
 #include "ops/exit_decision.hpp"
@@ -174,29 +176,6 @@ void check_matches(const std::vector<float>& actual, const std::vector<float>& e
   if (tolerance > 0.0) CHECK(max_diff / std::max(max_ref, 1e-30) <= tolerance);
 }
 
-// `constant` of `constant_shape` broadcast (NumPy rules) to `shape`, as AddConstant does.
-std::vector<float> broadcast(const std::vector<float>& constant, const Shape& constant_shape,
-                             const Shape& shape) {
-  const std::size_t rank = shape.rank(), offset = rank - constant_shape.rank();
-  std::vector<std::int64_t> strides(rank, 0);
-  std::int64_t stride = 1;
-  for (std::size_t i = constant_shape.rank(); i-- > 0;) {
-    strides[offset + i] = constant_shape[i] == 1 ? 0 : stride;
-    stride *= constant_shape[i];
-  }
-  std::vector<float> expanded(static_cast<std::size_t>(shape.numel()));
-  for (std::size_t flat = 0; flat < expanded.size(); ++flat) {
-    auto rest = static_cast<std::int64_t>(flat);
-    std::int64_t source = 0;
-    for (std::size_t d = rank; d-- > 0;) {
-      source += (rest % shape[d]) * strides[d];
-      rest /= shape[d];
-    }
-    expanded[flat] = constant[static_cast<std::size_t>(source)];
-  }
-  return expanded;
-}
-
 const std::vector<Shape> kElementwiseShapes = {Shape{1}, Shape{31}, Shape{2, 3, 5, 7},
                                                Shape{1, 64, 56, 56}, Shape{65537}};
 
@@ -204,7 +183,7 @@ const std::vector<Shape> kElementwiseShapes = {Shape{1}, Shape{31}, Shape{2, 3, 
 
 TEST_SUITE_BEGIN("kernels");
 
-TEST_CASE("GPU relu, clip, add and add_constant match the CPU layers bit for bit" *
+TEST_CASE("GPU relu, clip and add match the CPU layers bit for bit" *
           doctest::skip(no_cuda_device)) {
   const Stream stream;
   unsigned seed = 100;
@@ -331,23 +310,55 @@ TEST_CASE("GPU Conv2d without a residual: an output buffer full of NaN does not 
   (void)cudnnDestroy(cudnn);
 }
 
-TEST_CASE("GPU add_expanded matches AddConstant on the CPU" * doctest::skip(no_cuda_device)) {
+TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, constants, NaN" *
+          doctest::skip(no_cuda_device)) {
   const Stream stream;
-  const Shape shape{2, 3, 5, 7};
-  const auto x = random_values(shape, 7);
-  for (const Shape& constant_shape : {Shape{3, 1, 1}, Shape{7}, Shape{5, 1}, Shape{}}) {
-    CAPTURE(constant_shape.to_string());
-    const auto constant = cgr::test::random_vector(
-        static_cast<std::size_t>(constant_shape.numel()), 8, -3.0f, 3.0f);
-    cgr::Weights weights;
-    weights.add("c.constant", cgr::Tensor(constant_shape, constant));
-    const auto cpu = cpu_reference(
-        shape, x, [&](Network& net, Value v) { return net.add_constant(v, constant_shape, "c"); },
-        weights);
-    const DeviceArray<float> dx(x), dc(broadcast(constant, constant_shape, shape)),
-        dy(x.size());
-    finish(kernels::add_expanded(dx.get(), dc.get(), dy.get(), shape.numel(), stream), stream);
-    check_matches(dy.download(), cpu.values, 0.0);
+  unsigned seed = 170;
+  const std::vector<std::pair<Shape, Shape>> pairs = {{Shape{2, 3, 5, 7}, Shape{2, 3, 5, 7}},
+                                                      {Shape{2, 3, 5, 7}, Shape{1, 3, 1, 1}},
+                                                      {Shape{2, 1, 5, 7}, Shape{4, 1, 1}},
+                                                      {Shape{65537}, Shape{}}};
+  for (int f = 0; f <= static_cast<int>(cgr::BinaryOp::prelu); ++f) {
+    const auto op = static_cast<cgr::BinaryOp>(f);
+    for (const auto& [as, bs] : pairs) {
+      const Shape out = *cgr::broadcast_shapes(as, bs);
+      if (op == cgr::BinaryOp::prelu && out != as) continue;
+      CAPTURE(cgr::binary_op_name(op));
+      CAPTURE(as.to_string());
+      CAPTURE(bs.to_string());
+      const auto a = random_values(as, ++seed);
+      const auto b = random_values(bs, ++seed, false);
+      const auto cpu = cpu_reference({{as, a}, {bs, b}}, [&](Network& net, const std::vector<Value>& v) {
+        return net.binary(v[0], v[1], op, "f");
+      });
+      // powf on the device may differ from the host's in the last bit; the rest is exact.
+      const double tolerance = op == cgr::BinaryOp::pow ? 1e-6 : 0.0;
+      const DeviceArray<float> da(a), db(b);
+      DeviceArray<float> dy(cpu.values.size());
+      {
+        INFO("two computed operands");
+        const cgr::Binary layer("f", cgr::TensorDesc{"a", as}, cgr::TensorDesc{"b", bs}, op);
+        const cgr::LayerOp lop{&layer, {}, {}, {}, {}};
+        const auto gpu = (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
+        dy.poison();
+        const float* inputs[] = {da.get(), db.get()};
+        gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr, nullptr}, {});
+        CGR_CUDA_CHECK(cudaStreamSynchronize(stream));
+        check_matches(dy.download(), cpu.values, tolerance);
+      }
+      {
+        INFO("b a constant (uploaded when the op is made)");
+        const cgr::Binary layer("f", cgr::TensorDesc{"a", as}, op, cgr::BinaryConstant{bs});
+        const cgr::Tensor constant(bs, b);
+        const cgr::LayerOp lop{&layer, {{"constant", &constant}}, {}, {}, {}};
+        const auto gpu = (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
+        dy.poison();
+        const float* inputs[] = {da.get()};
+        gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr, nullptr}, {});
+        CGR_CUDA_CHECK(cudaStreamSynchronize(stream));
+        check_matches(dy.download(), cpu.values, tolerance);
+      }
+    }
   }
 }
 

@@ -1,9 +1,7 @@
-// Add and AddConstant (see add.hpp).
+// Add (see add.hpp).
 #include "add.hpp"
 
 #include "cgr/layers/add.hpp"
-#include "cgr/layers/add_constant.hpp"
-#include "device_memory.hpp"
 #include "gpu_op.hpp"
 #include "launch.cuh"
 
@@ -27,17 +25,7 @@ std::unique_ptr<GpuOp> make_add(const Add& layer, const GpuOpBuild& build) {
   });
 }
 
-std::unique_ptr<GpuOp> make_add_constant(const AddConstant& layer, const GpuOpBuild& build) {
-  const auto expanded = layer.expanded(build.op.weights.at("constant")->f32());
-  auto constant = std::make_shared<const DeviceFloats>(expanded);
-  const std::int64_t n = layer.output().shape.numel();
-  return kernel_op([n, constant](const GpuBuffers& b) {
-    return describe_add_expanded(b.inputs[0], constant->get(), b.output, n);
-  });
-}
-
 const GpuOpRegistration<Add> add_op(make_add);
-const GpuOpRegistration<AddConstant> add_constant_op(make_add_constant);
 
 }  // namespace
 
@@ -51,10 +39,6 @@ KernelLaunch describe_add(const float* a, const float* b, float* y, std::int64_t
     return detail::describe(add_kernel<false>, detail::blocks_for(n), detail::kThreads, 0, a, b, y,
                             n);
   }
-}
-
-KernelLaunch describe_add_expanded(const float* x, const float* c, float* y, std::int64_t n) {
-  return describe_add(x, c, y, n, false);
 }
 
 }  // namespace cgr::cuda

@@ -1,6 +1,6 @@
-// Sums on the GPU: Add (of two values of one shape, optionally followed by the fused ReLU) and
-// AddConstant (x + the constant, broadcast to x's shape once when the op is made, as on the
-// CPU). One thread per element; in-place use is safe. Exact: the CPU's additions.
+// Add on the GPU: two values of one shape, optionally followed by the fused ReLU (a broadcast
+// or constant operand is a Binary, binary.hpp). One thread per element; in-place use is safe.
+// Exact: the CPU's additions.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,12 +15,6 @@ KernelLaunch describe_add(const float* a, const float* b, float* y, std::int64_t
 inline cudaError_t add(const float* a, const float* b, float* y, std::int64_t n, bool relu,
                        cudaStream_t stream) {
   return launch(describe_add(a, b, y, n, relu), stream);
-}
-// y = x + c, c already broadcast to n elements.
-KernelLaunch describe_add_expanded(const float* x, const float* c, float* y, std::int64_t n);
-inline cudaError_t add_expanded(const float* x, const float* c, float* y, std::int64_t n,
-                                cudaStream_t stream) {
-  return launch(describe_add_expanded(x, c, y, n), stream);
 }
 
 }  // namespace cgr::cuda

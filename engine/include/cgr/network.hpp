@@ -15,7 +15,7 @@
 #include "cgr/error.hpp"
 #include "cgr/graph.hpp"
 #include "cgr/layers/add.hpp"
-#include "cgr/layers/add_constant.hpp"
+#include "cgr/layers/binary.hpp"
 #include "cgr/layers/avg_pool2d.hpp"
 #include "cgr/layers/batch_norm2d.hpp"
 #include "cgr/layers/clip.hpp"
@@ -118,8 +118,15 @@ class Network {
     return emplace<Transpose>(x, name, std::move(perm));
   }
   // x + constant "<name>.constant" of `constant_shape`, broadcast NumPy-style.
-  Value add_constant(Value x, Shape constant_shape, const std::string& name) {
-    return emplace<AddConstant>(x, name, std::move(constant_shape));
+  // f(a, b) elementwise with NumPy broadcasting (add, sub, mul, div, pow, min, max, prelu).
+  Value binary(Value a, Value b, BinaryOp op, const std::string& name) {
+    check_value(a, name);
+    check_value(b, name);
+    return add_layer(std::make_unique<Binary>(name, desc(a), desc(b), op), {a, b});
+  }
+  // f(x, c), or f(c, x) with constant.first, c the weight "<name>.constant" of constant.shape.
+  Value binary(Value x, BinaryOp op, BinaryConstant constant, const std::string& name) {
+    return emplace<Binary>(x, name, op, std::move(constant));
   }
   // User work as an op (see cgr/capture/custom_op.hpp): on CUDA captured into the graph with
   // the dependencies its inputs give it.

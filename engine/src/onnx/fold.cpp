@@ -81,12 +81,130 @@ void for_each_index(const std::vector<std::int64_t>& dims, Visit visit) {
   }
 }
 
+// NumPy broadcast of `inputs` (all present) and fn(values at one output index) per element.
+template <typename Fn>
+Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float, const std::string& label, Fn fn) {
+  std::size_t rank = 0;
+  for (const Dense* d : inputs) rank = std::max(rank, d->dims.size());
+  std::vector<std::int64_t> dims(rank, 1);
+  for (const Dense* d : inputs) {
+    for (std::size_t i = 0; i < d->dims.size(); ++i) {
+      const std::size_t k = rank - d->dims.size() + i;
+      const std::int64_t v = d->dims[i];
+      if (v != 1 && dims[k] != 1 && dims[k] != v) fail("{}: operand shapes do not broadcast", label);
+      if (v != 1) dims[k] = v;
+    }
+  }
+  Dense out{dims, std::vector<double>(static_cast<std::size_t>(count(dims))), is_float};
+  std::vector<std::vector<std::int64_t>> strides;
+  for (const Dense* d : inputs) {
+    std::vector<std::int64_t> s(rank, 0);
+    const auto own = strides_of(d->dims);
+    for (std::size_t i = 0; i < d->dims.size(); ++i)
+      s[rank - d->dims.size() + i] = d->dims[i] == 1 ? 0 : own[i];
+    strides.push_back(std::move(s));
+  }
+  std::vector<double> args(inputs.size());
+  for_each_index(dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      std::int64_t o = 0;
+      for (std::size_t d = 0; d < rank; ++d) o += index[d] * strides[k][d];
+      args[k] = inputs[k]->values[static_cast<std::size_t>(o)];
+    }
+    out.values[static_cast<std::size_t>(i)] = fn(args);
+  });
+  return out;
+}
+
+const char* const kElementwiseFolds[] = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max",
+                                         "Equal", "Less", "Greater", "LessOrEqual",
+                                         "GreaterOrEqual", "And", "Or", "Not", "Where", "Neg",
+                                         "Abs", "Floor", "Ceil", "Sqrt", "Sum"};
+
+bool is_elementwise_fold(const std::string& op) {
+  return std::any_of(std::begin(kElementwiseFolds), std::end(kElementwiseFolds),
+                     [&](const char* name) { return op == name; });
+}
+
+// The elementwise ops on constants (shape arithmetic: sizes divided, masks compared, indices
+// selected). Integer tensors stay integers (Div truncates, as ONNX Runtime does); comparisons
+// give 0/1 integers (booleans).
+ConstantTensor fold_elementwise(const ::onnx::NodeProto& node, const std::vector<const ConstantTensor*>& inputs,
+                                const std::string& label) {
+  const std::string& op = node.op_type();
+  Attributes attrs(node, label, {});
+  std::vector<Dense> dense;
+  for (const ConstantTensor* t : inputs) {
+    if (t == nullptr) fail("{}: an input is missing", label);
+    dense.push_back(to_dense(*t));
+  }
+  std::vector<const Dense*> operands;
+  for (const auto& d : dense) operands.push_back(&d);
+  const auto need = [&](std::size_t n) {
+    if (dense.size() != n) fail("{}: has {} inputs, expected {}", label, dense.size(), n);
+  };
+  if (op == "Where") {
+    need(3);
+    return from_dense(broadcast_map(operands, dense[1].is_float || dense[2].is_float, label,
+                                    [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; }));
+  }
+  const bool unary = op == "Not" || op == "Neg" || op == "Abs" || op == "Floor" || op == "Ceil" || op == "Sqrt";
+  if (unary) {
+    need(1);
+    const bool is_float = op == "Not" ? false : (op == "Sqrt" ? true : dense[0].is_float);
+    return from_dense(broadcast_map(operands, is_float, label, [&](const std::vector<double>& v) {
+      if (op == "Not") return v[0] == 0 ? 1.0 : 0.0;
+      if (op == "Neg") return -v[0];
+      if (op == "Abs") return std::abs(v[0]);
+      if (op == "Floor") return std::floor(v[0]);
+      if (op == "Ceil") return std::ceil(v[0]);
+      return std::sqrt(v[0]);
+    }));
+  }
+  if (op == "Sum" || op == "Min" || op == "Max") {
+    if (dense.empty()) fail("{}: needs inputs", label);
+  } else {
+    need(2);
+  }
+  bool is_float = false;
+  for (const auto& d : dense) is_float = is_float || d.is_float;
+  const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+                       op == "GreaterOrEqual" || op == "And" || op == "Or";
+  return from_dense(broadcast_map(operands, compare ? false : is_float, label, [&](const std::vector<double>& v) {
+    if (op == "Sum" || op == "Min" || op == "Max") {
+      double acc = v[0];
+      for (std::size_t i = 1; i < v.size(); ++i)
+        acc = op == "Sum" ? acc + v[i] : op == "Min" ? std::min(acc, v[i]) : std::max(acc, v[i]);
+      return acc;
+    }
+    const double a = v[0], b = v[1];
+    if (op == "Add") return a + b;
+    if (op == "Sub") return a - b;
+    if (op == "Mul") return a * b;
+    if (op == "Div") {
+      if (is_float) return a / b;
+      if (b == 0) fail("{}: integer division by zero", label);
+      return std::trunc(a / b);
+    }
+    if (op == "Pow") return std::pow(a, b);
+    if (op == "Equal") return a == b ? 1.0 : 0.0;
+    if (op == "Less") return a < b ? 1.0 : 0.0;
+    if (op == "Greater") return a > b ? 1.0 : 0.0;
+    if (op == "LessOrEqual") return a <= b ? 1.0 : 0.0;
+    if (op == "GreaterOrEqual") return a >= b ? 1.0 : 0.0;
+    if (op == "And") return a != 0 && b != 0 ? 1.0 : 0.0;
+    return a != 0 || b != 0 ? 1.0 : 0.0;  // Or
+  }));
+}
+
 }  // namespace
 
 bool is_foldable(const ::onnx::NodeProto& node) {
   static const char* const kOps[] = {"ConstantOfShape", "Concat", "Reshape", "Slice", "Transpose",
-                                     "Cast", "Unsqueeze", "Squeeze", "Gather", "Identity"};
-  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return node.op_type() == op; });
+                                     "Cast", "Unsqueeze", "Squeeze", "Gather", "Identity",
+                                     "Range", "Expand"};
+  return is_elementwise_fold(node.op_type()) ||
+         std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return node.op_type() == op; });
 }
 
 ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
@@ -97,6 +215,33 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     return *inputs[i];
   };
   if (op == "Identity") return input(0);
+  if (is_elementwise_fold(op)) return fold_elementwise(node, inputs, label);
+  if (op == "Range") {
+    Attributes attrs(node, label, {});
+    const auto scalar = [&](std::size_t i) {
+      const ConstantTensor& t = input(i);
+      if (t.shape.numel() != 1) fail("{}: Range takes scalars", label);
+      return t.is_float ? double{t.floats[0]} : static_cast<double>(t.ints[0]);
+    };
+    const double start = scalar(0), limit = scalar(1), delta = scalar(2);
+    if (delta == 0) fail("{}: Range with delta 0", label);
+    const double steps = std::max(0.0, std::ceil((limit - start) / delta));
+    if (steps > (1 << 24)) fail("{}: a Range of {} elements is not folded", label, steps);
+    Dense d{{static_cast<std::int64_t>(steps)}, {}, input(0).is_float};
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(steps); ++i)
+      d.values.push_back(start + static_cast<double>(i) * delta);
+    return from_dense(d);
+  }
+  if (op == "Expand") {
+    Attributes attrs(node, label, {});
+    const Dense d = to_dense(input(0));
+    const auto shape = int_values(input(1), label, "the shape");
+    Dense target{shape, std::vector<double>(static_cast<std::size_t>(count(shape)), 0.0), false};
+    for (auto& v : target.dims) if (v < 0) fail("{}: shape value {} is negative", label, v);
+    // Expand broadcasts both ways: out = broadcast(input, shape).
+    return from_dense(broadcast_map({&d, &target}, d.is_float, label,
+                                    [](const std::vector<double>& v) { return v[0]; }));
+  }
   if (op == "ConstantOfShape") {
     Attributes attrs(node, label, {"value"});
     Dense d;

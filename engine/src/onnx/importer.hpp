@@ -2,10 +2,12 @@
 // one per ONNX op type, each registered in the file of its op family:
 //   ops_nn.cpp           Conv, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool,
 //                        Gemm, MatMul
-//   ops_elementwise.cpp  Relu, Clip, Add
+//   ops_elementwise.cpp  Relu, LeakyRelu, Clip, the Unary functions, the Binary ones (Add, Sub,
+//                        Mul, Div, Pow, PRelu; Sum, Mean, Max, Min)
 //   ops_tensor.cpp       Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity,
 //                        Dropout, Constant, Pad, Softmax, and the shape arithmetic (Shape,
-//                        Gather, Slice, Cast, ConstantOfShape) folded on constants (fold.cpp)
+//                        Gather, Slice, Cast, ConstantOfShape, Range, Where, Expand, the
+//                        comparisons; and any elementwise op) folded on constants (fold.cpp)
 // supported_onnx_ops() is the table's keys, so the published list cannot drift from what the
 // importer dispatches.
 #pragma once

@@ -1,7 +1,7 @@
 // ONNX elementwise ops: Relu, LeakyRelu, Clip (ReLU when it is max(x, 0)), the functions of the
 // Unary layer (Sigmoid, Tanh, Elu, Selu, HardSigmoid, HardSwish, Softplus, Erf, Gelu, Exp, Log,
-// Sqrt, Neg, Abs, Reciprocal), Add (of two computed tensors, or of a constant broadcast to the
-// other operand).
+// Sqrt, Neg, Abs, Reciprocal), and the Binary ones with NumPy broadcasting (Add, Sub, Mul, Div,
+// Pow, PRelu; variadic Sum, Mean, Max, Min as chains), either operand computed or constant.
 #include <limits>
 
 #include "cgr/error.hpp"
@@ -52,24 +52,69 @@ void import_clip(Importer& im, const ::onnx::NodeProto& node, int index, const s
   im.bind(node.output(0), im.network().clip(x, p, name));
 }
 
-void import_add(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
-  Attributes attrs(node, label, {});
-  Importer::need_inputs(node, label, 2, 2);
-  const bool a_const = im.is_constant(node.input(0)), b_const = im.is_constant(node.input(1));
-  if (a_const && b_const) fail("{}: adding two constants is not supported", label);
+// f(a, b) of two operands, either of which may be a constant (both constants fold before
+// the handler is reached). The same-shape sum of two computed tensors is an Add, which a
+// convolution can fuse as its residual; everything else is a Binary.
+Value binary_of(Importer& im, const std::string& a_name, const std::string& b_name, BinaryOp op,
+                const std::string& name, const std::string& label) {
+  const bool a_const = im.is_constant(a_name), b_const = im.is_constant(b_name);
+  if (a_const && b_const) fail("{}: both operands are constants", label);
   if (!a_const && !b_const) {
-    const Value a = im.value(node.input(0), label), b = im.value(node.input(1), label);
-    return im.bind(node.output(0), im.network().add(a, b, im.layer_name(node, index)));
+    const Value a = im.value(a_name, label), b = im.value(b_name, label);
+    if (op == BinaryOp::add && im.network().desc(a).shape == im.network().desc(b).shape) {
+      return im.network().add(a, b, name);
+    }
+    return im.network().binary(a, b, op, name);
   }
-  // x + c with a constant c broadcast to x.
-  const std::string& computed = a_const ? node.input(1) : node.input(0);
-  const ConstantTensor& c = im.constant(a_const ? node.input(0) : node.input(1), label, "addend");
+  const ConstantTensor& c = im.constant(a_const ? a_name : b_name, label, "operand");
   std::vector<float> values =
       c.is_float ? c.floats : std::vector<float>(c.ints.begin(), c.ints.end());
-  const std::string name = im.layer_name(node, index);
-  const Value y = im.network().add_constant(im.value(computed, label), c.shape, name);
+  const Value y = im.network().binary(im.value(a_const ? b_name : a_name, label), op,
+                                      BinaryConstant{c.shape, a_const}, name);
   im.add_weight(name, "constant", c.shape, std::move(values));
-  im.bind(node.output(0), y);
+  return y;
+}
+
+template <BinaryOp Op>
+void import_binary(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  // Opsets before 7 had broadcast/axis attributes; 7 and later broadcast NumPy-style.
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  im.bind(node.output(0),
+          binary_of(im, node.input(0), node.input(1), Op, im.layer_name(node, index), label));
+}
+
+// Sum, Mean, Max, Min of 1 or more operands: a chain of Binary ops (Mean divides the sum).
+template <BinaryOp Op, bool kMean = false>
+void import_variadic(Importer& im, const ::onnx::NodeProto& node, int index,
+                     const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 1, 1 << 16);
+  const std::string name = im.layer_name(node, index);
+  if (node.input_size() == 1 && !kMean) return im.alias(node.output(0), node.input(0), label);
+  std::string acc = node.input(0);
+  for (int i = 1; i < node.input_size(); ++i) {
+    const std::string step = node.input_size() == 2 && !kMean ? name : fmt::format("{}.{}", name, i);
+    const std::string tensor = fmt::format("{}#{}", node.output(0), i);
+    im.bind(tensor, binary_of(im, acc, node.input(i), Op, step, label));
+    acc = tensor;
+  }
+  if (kMean) {
+    const Value sum = im.value(acc, label);
+    const Value mean = im.network().binary(sum, BinaryOp::div, BinaryConstant{Shape{}}, name + ".mean");
+    im.add_weight(name + ".mean", "constant", Shape{},
+                  {static_cast<float>(node.input_size())});
+    return im.bind(node.output(0), mean);
+  }
+  im.alias(node.output(0), acc, label);
+}
+
+void import_prelu(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  if (im.is_constant(node.input(0))) fail("{}: X must be a computed tensor", label);
+  im.bind(node.output(0), binary_of(im, node.input(0), node.input(1), BinaryOp::prelu,
+                                    im.layer_name(node, index, node.input(1)), label));
 }
 
 // One ONNX op of the Unary layer; its attributes are the function's alpha and beta.
@@ -121,7 +166,16 @@ CGR_ONNX_OP("Abs", import_unary<UnaryOp::abs>);
 CGR_ONNX_OP("Reciprocal", import_unary<UnaryOp::reciprocal>);
 CGR_ONNX_OP("LeakyRelu", import_leaky_relu);
 CGR_ONNX_OP("Clip", import_clip);
-CGR_ONNX_OP("Add", import_add);
+CGR_ONNX_OP("Add", import_binary<BinaryOp::add>);
+CGR_ONNX_OP("Sub", import_binary<BinaryOp::sub>);
+CGR_ONNX_OP("Mul", import_binary<BinaryOp::mul>);
+CGR_ONNX_OP("Div", import_binary<BinaryOp::div>);
+CGR_ONNX_OP("Pow", import_binary<BinaryOp::pow>);
+CGR_ONNX_OP("Max", import_variadic<BinaryOp::max>);
+CGR_ONNX_OP("Min", import_variadic<BinaryOp::min>);
+CGR_ONNX_OP("Sum", import_variadic<BinaryOp::add>);
+CGR_ONNX_OP("Mean", (import_variadic<BinaryOp::add, true>));
+CGR_ONNX_OP("PRelu", import_prelu);
 
 }  // namespace
 }  // namespace cgr::onnx_import

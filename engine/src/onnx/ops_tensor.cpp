@@ -79,8 +79,9 @@ void import_shape(Importer& im, const ::onnx::NodeProto& node, int, const std::s
   im.set_constant(node.output(0), std::move(t));
 }
 
-// Gather, Slice, Cast, ConstantOfShape: shape arithmetic, folded when every input is a
-// constant (the importer tries that before dispatching); a computed input gets here.
+// Gather, Slice, Cast, ConstantOfShape and the comparisons, selections and ranges of shape
+// arithmetic: folded when every input is a constant (the importer tries that before
+// dispatching); a computed input gets here.
 void import_constant_only(Importer&, const ::onnx::NodeProto& node, int, const std::string& label) {
   for (const auto& input : node.input()) {
     if (!input.empty()) {
@@ -297,6 +298,20 @@ CGR_ONNX_OP("Gather", import_constant_only);
 CGR_ONNX_OP("Slice", import_constant_only);
 CGR_ONNX_OP("Cast", import_constant_only);
 CGR_ONNX_OP("ConstantOfShape", import_constant_only);
+// Shape arithmetic with no layer: comparisons, selections and ranges on constants.
+CGR_ONNX_OP("Equal", import_constant_only);
+CGR_ONNX_OP("Less", import_constant_only);
+CGR_ONNX_OP("Greater", import_constant_only);
+CGR_ONNX_OP("LessOrEqual", import_constant_only);
+CGR_ONNX_OP("GreaterOrEqual", import_constant_only);
+CGR_ONNX_OP("And", import_constant_only);
+CGR_ONNX_OP("Or", import_constant_only);
+CGR_ONNX_OP("Not", import_constant_only);
+CGR_ONNX_OP("Where", import_constant_only);
+CGR_ONNX_OP("Range", import_constant_only);
+CGR_ONNX_OP("Floor", import_constant_only);
+CGR_ONNX_OP("Ceil", import_constant_only);
+CGR_ONNX_OP("Expand", import_constant_only);
 
 }  // namespace
 }  // namespace cgr::onnx_import

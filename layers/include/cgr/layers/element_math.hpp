@@ -119,6 +119,40 @@ struct UnaryFn {
   CGR_HD float operator()(float x) const { return unary(op, x, alpha, beta); }
 };
 
+// The elementwise functions of two operands of the Binary layer.
+enum class BinaryOp : std::int32_t {
+  add,
+  sub,
+  mul,
+  div,
+  pow,    // powf, as torch.pow on floats
+  min,    // NaN if either is NaN (torch.minimum)
+  max,    // NaN if either is NaN (torch.maximum)
+  prelu,  // a < 0 ? a * b : a, b the slope (ONNX PRelu, torch.nn.PReLU)
+};
+
+CGR_HD float binary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::add:
+      return a + b;
+    case BinaryOp::sub:
+      return a - b;
+    case BinaryOp::mul:
+      return a * b;
+    case BinaryOp::div:
+      return a / b;
+    case BinaryOp::pow:
+      return powf(a, b);
+    case BinaryOp::min:
+      return a != a ? a : (b != b ? b : (b < a ? b : a));
+    case BinaryOp::max:
+      return a != a ? a : (b != b ? b : (b > a ? b : a));
+    case BinaryOp::prelu:
+      return a < 0.0f ? a * b : a;
+  }
+  return a;
+}
+
 // Output length of a sliding window along one axis, PyTorch's rule (also ONNX's):
 // floor or ceil of (in + pads - dilation*(k-1) - 1) / stride + 1, and in ceil mode the last
 // window must start inside the input or the leading padding.

@@ -78,6 +78,17 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                      return n.unary(y, {.op = UnaryOp::hard_sigmoid, .alpha = 1.0f / 6, .beta = 0.5f},
                                     "hsig");
                    }});
+  // Reductions: over H and W (one contiguous reduced dim), over C (strided), over N and W
+  // (two reduced dims), dims dropped, and a warp-per-output size.
+  const std::pair<const char*, ReduceParams> reductions[] = {
+      {"ReduceMean over H, W keepdims", {ReduceOp::mean, {2, 3}, true}},
+      {"ReduceSum over C", {ReduceOp::sum, {1}, true}},
+      {"ReduceMax over N and W, dims dropped", {ReduceOp::max, {0, -1}, false}},
+      {"ReduceMin over C, H, W", {ReduceOp::min, {1, 2, 3}, false}},
+  };
+  for (const auto& [what, params] : reductions) {
+    cases.push_back({what, image, [p = params](Network& n, Value x) { return n.reduce(x, p, "reduce"); }});
+  }
   cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
                      return n.clip(x, {-0.5f, 0.25f}, "clip");
                    }});

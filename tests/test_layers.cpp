@@ -612,3 +612,73 @@ TEST_CASE("Transpose permutes dims") {
               .find("Transpose 't': perm [0, 0, 1] is not a permutation") == 0);
   }
 }
+
+TEST_CASE("Reduce: sum, mean, max, min over any axes, dims kept or dropped, merged geometry") {
+  const Shape xs{2, 3, 4, 5};
+  auto x = random_vector(static_cast<std::size_t>(xs.numel()), 77, -3.0f, 3.0f);
+  // The geometry: H and W of NCHW merge into one contiguous reduced dim.
+  {
+    Network net;
+    const Value v = net.input("x", xs);
+    const auto& hw = static_cast<const Reduce&>(
+        net.layer(net.producer(net.reduce(v, {ReduceOp::mean, {-1, 2}, true}, "r"))));
+    CHECK(hw.output().shape == Shape{2, 3, 1, 1});
+    CHECK(hw.params().axes == std::vector<int>{2, 3});
+    CHECK(hw.geometry().red_rank == 1);
+    CHECK(hw.geometry().red_strides[0] == 1);
+    CHECK(hw.geometry().out_rank == 1);  // N and C merge too
+    CHECK(hw.attributes() == "axes [2, 3] keepdims");
+    CHECK(cgr::test::error_message([&] { net.reduce(v, {ReduceOp::sum, {4}, true}, "bad"); }) ==
+          "ReduceSum 'bad': axis 4 is out of range for 'x' of shape 2x3x4x5");
+    CHECK(cgr::test::error_message([&] { net.reduce(v, {ReduceOp::sum, {1, -3}, true}, "twice"); }) ==
+          "ReduceSum 'twice': axis 1 is listed twice");
+  }
+  x[7] = std::numeric_limits<float>::quiet_NaN();  // max and min propagate it
+  const std::vector<std::vector<int>> axis_sets = {{0}, {1}, {3}, {2, 3}, {0, 2}, {1, 3}, {0, 1, 2, 3}, {}};
+  for (int f = 0; f <= static_cast<int>(ReduceOp::min); ++f) {
+    const auto op = static_cast<ReduceOp>(f);
+    for (const auto& axes : axis_sets) {
+      for (const bool keep : {true, false}) {
+        CAPTURE(reduce_op_name(op));
+        CAPTURE(axes.size());
+        CAPTURE(keep);
+        // Naive: for every input element, its output index; accumulate in double.
+        std::vector<bool> reduced(4, false);
+        for (int a : axes) reduced[static_cast<std::size_t>(a)] = true;
+        std::vector<std::int64_t> out_dims;
+        for (int d = 0; d < 4; ++d) out_dims.push_back(reduced[d] ? 1 : xs[static_cast<std::size_t>(d)]);
+        const Shape out_shape(out_dims);
+        std::vector<double> acc(static_cast<std::size_t>(out_shape.numel()),
+                                op == ReduceOp::max ? -INFINITY : op == ReduceOp::min ? INFINITY : 0.0);
+        std::vector<bool> nan(acc.size(), false);
+        std::int64_t count = 1;
+        for (int a : axes) count *= xs[static_cast<std::size_t>(a)];
+        for (std::int64_t i = 0; i < xs.numel(); ++i) {
+          std::int64_t rest = i, o = 0, mul = 1;
+          for (int d = 3; d >= 0; --d) {
+            const std::int64_t k = rest % xs[static_cast<std::size_t>(d)];
+            rest /= xs[static_cast<std::size_t>(d)];
+            o += (reduced[static_cast<std::size_t>(d)] ? 0 : k) * mul;
+            mul *= out_dims[static_cast<std::size_t>(d)];
+          }
+          const double v = x[static_cast<std::size_t>(i)];
+          auto& a = acc[static_cast<std::size_t>(o)];
+          if (std::isnan(v)) nan[static_cast<std::size_t>(o)] = true;
+          a = op == ReduceOp::max ? std::max(a, v) : op == ReduceOp::min ? std::min(a, v) : a + v;
+        }
+        const auto y = run_network(xs, x, [&](Network& n, Value v) {
+          return n.reduce(v, {op, axes, keep}, "r");
+        });
+        REQUIRE(y.size() == acc.size());
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          if (nan[i]) {
+            CHECK(std::isnan(y[i]));
+            continue;
+          }
+          const double expected = op == ReduceOp::mean ? acc[i] / static_cast<double>(count) : acc[i];
+          CHECK(std::abs(y[i] - expected) <= 1e-5 * std::max(1.0, std::abs(expected)));
+        }
+      }
+    }
+  }
+}

@@ -50,7 +50,8 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "Concat", "Flatten", "Gemm", "MatMul", "Add", "Identity", "Dropout", "Constant", "Pad",
                 "Reshape", "Softmax", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu",
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
-                "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu"}
+                "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
+                "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -526,6 +527,18 @@ add("maximum_minimum", lambda: Lambda(lambda s, x: torch.maximum(s.a(x), s.b(x))
 add("rsqrt_log", lambda: Lambda(lambda s, x: torch.rsqrt(x.abs() + 1.0) + torch.log(x.abs() + 0.5) + x.reciprocal().clamp(-4, 4)),
     X, ["Abs", "Add", "Sqrt", "Reciprocal", "Div", "Log", "Clip"], "rsqrt, log, reciprocal, clamp",
     opsets=(13, 17))
+
+
+add("mean_hw", lambda: seq(nn.Conv2d(4, 8, 3), Lambda(lambda s, x: x.mean([2, 3]))), X,
+    ["Conv", "ReduceMean"], "x.mean([2, 3]) (MNASNet's head): ReduceMean keepdims=0",
+    opsets=(11, 13, 17))
+add("reductions", lambda: Lambda(lambda s, x: x.sum(1, keepdim=True) * x.amax(dim=(2, 3), keepdim=True)
+                                 - x.amin(dim=-1, keepdim=True) + x.mean(dim=1, keepdim=True)),
+    X, ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean", "Mul", "Sub", "Add"],
+    "sum over C, amax over H and W, amin over W, mean over C, keeping dims", opsets=(11, 13, 17))
+add("adaptive_max_pool", lambda: seq(nn.Conv2d(4, 8, 3), nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(8, 3)),
+    X, ["Conv", "GlobalMaxPool", "Flatten", "Gemm"], "AdaptiveMaxPool2d(1) -> GlobalMaxPool",
+    opsets=(11, 13, 17))
 
 
 class TwoOutputs(nn.Module):

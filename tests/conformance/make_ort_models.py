@@ -426,6 +426,43 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Reductions
+# --------------------------------------------------------------------------------------------
+
+def reduce_case(op, opset, axes, keepdims=1, noop=None, tag=""):
+    @case(f"{op.lower()}_{tag or 'axes' + ''.join(str(a) for a in axes or [])}_k{keepdims}", (opset,), [op])
+    def _(g, opset):
+        x = g.input("x", [2, 3, 4, 5])
+        axes_input = opset >= (13 if op == "ReduceSum" else 18)
+        attrs = {"keepdims": keepdims}
+        if noop is not None:
+            attrs["noop_with_empty_axes"] = noop
+        inputs = [x]
+        if axes is not None:
+            if axes_input:
+                inputs.append(g.const("axes", axes, np.int64))
+            else:
+                attrs["axes"] = axes
+        g.output(g.node(op, inputs, ["y"], **attrs))
+
+
+for _op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"):
+    _new = 13 if _op == "ReduceSum" else 18
+    for _opset in (11, _new):
+        reduce_case(_op, _opset, [2, 3])
+        reduce_case(_op, _opset, [1], keepdims=0)
+        reduce_case(_op, _opset, [0, -1], keepdims=0)
+        reduce_case(_op, _opset, None, tag="all")
+reduce_case("ReduceMean", 18, [], noop=1, tag="noop")
+reduce_case("ReduceSum", 13, None, keepdims=0, tag="all")
+
+
+@case("global_max_pool", (7, 13, 21), ["GlobalMaxPool"])
+def _(g, opset):
+    g.output(g.node("GlobalMaxPool", [g.input("x", [2, 3, 5, 4])], ["y"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

@@ -25,6 +25,7 @@
 #include "cgr/layers/global_avg_pool.hpp"
 #include "cgr/layers/layer.hpp"
 #include "cgr/layers/leaky_relu.hpp"
+#include "cgr/layers/reduce.hpp"
 #include "cgr/layers/unary.hpp"
 #include "cgr/layers/linear.hpp"
 #include "cgr/layers/max_pool2d.hpp"
@@ -74,6 +75,10 @@ class Network {
   // UnaryParams::defaults(op) holds ONNX's alpha and beta for elu, selu and hard_sigmoid.
   Value unary(Value x, const UnaryParams& params, const std::string& name) {
     return emplace<Unary>(x, name, params);
+  }
+  // Sum, mean, max or min over params.axes (ONNX ReduceSum/Mean/Max/Min, GlobalMaxPool).
+  Value reduce(Value x, ReduceParams params, const std::string& name) {
+    return emplace<Reduce>(x, name, std::move(params));
   }
   Value max_pool2d(Value x, const Pool2dParams& params, const std::string& name) {
     return emplace<MaxPool2d>(x, name, params);

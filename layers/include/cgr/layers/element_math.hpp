@@ -191,6 +191,27 @@ CGR_HD float nan_max(float current, float candidate) {
   return (candidate > current || candidate != candidate) ? candidate : current;
 }
 
+// NaN-propagating min, the mirror of nan_max.
+CGR_HD float nan_min(float current, float candidate) {
+  return (candidate < current || candidate != candidate) ? candidate : current;
+}
+
+// The reductions of the Reduce layer: a start value, a combining step, and the final value
+// from the accumulated one and the number of elements reduced.
+enum class ReduceOp : std::int32_t { sum, mean, max, min };
+
+CGR_HD float reduce_start(ReduceOp op) {
+  return op == ReduceOp::max ? -INFINITY : op == ReduceOp::min ? INFINITY : 0.0f;
+}
+
+CGR_HD float reduce_step(ReduceOp op, float acc, float v) {
+  return op == ReduceOp::max ? nan_max(acc, v) : op == ReduceOp::min ? nan_min(acc, v) : acc + v;
+}
+
+CGR_HD float reduce_finish(ReduceOp op, float acc, std::int64_t count) {
+  return op == ReduceOp::mean ? acc / static_cast<float>(count) : acc;
+}
+
 // Numerically stable softmax of one row of n values spaced `stride` elements apart (stride 1
 // for the last axis, H*W for the channel axis of an NCHW tensor).
 CGR_HD void softmax_row(const float* in, float* out, std::int64_t n, std::int64_t stride) {

@@ -89,6 +89,13 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
   for (const auto& [what, params] : reductions) {
     cases.push_back({what, image, [p = params](Network& n, Value x) { return n.reduce(x, p, "reduce"); }});
   }
+  cases.push_back({"Slice channels 2..7, rows reversed with step -2, columns 1::3", image,
+                   [](Network& n, Value x) {
+                     return n.slice(x, {{2, -1, 1}, {7, -1000, 1000}, {1, 2, 3}, {1, -2, 3}}, "slice");
+                   }});
+  cases.push_back({"Slice half the channels (a ShuffleNet split)", image, [](Network& n, Value x) {
+                     return n.slice(x, {{4}, {8}, {1}, {}}, "half");
+                   }});
   cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
                      return n.clip(x, {-0.5f, 0.25f}, "clip");
                    }});

@@ -682,3 +682,33 @@ TEST_CASE("Reduce: sum, mean, max, min over any axes, dims kept or dropped, merg
     }
   }
 }
+
+TEST_CASE("Slice: ONNX's clamping, negative indices and steps, a gather bit for bit") {
+  // slice_axis: ONNX's rules
+  CHECK(slice_axis(10, 2, 7, 1).count == 5);
+  CHECK(slice_axis(10, -3, 1000, 1).first == 7);
+  CHECK(slice_axis(10, -3, 1000, 1).count == 3);
+  CHECK(slice_axis(10, 9, -1000, -2).count == 5);  // 9, 7, 5, 3, 1
+  CHECK(slice_axis(10, 1000, 0, -3).first == 9);   // clamps to size - 1
+  CHECK(slice_axis(10, 1000, 0, -3).count == 3);   // 9, 6, 3
+  CHECK(slice_axis(10, 5, 2, 1).count == 0);
+  CHECK(slice_axis(4, 0, 4, 100).count == 1);
+  const Shape xs{2, 5, 6};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 91);
+  const auto y = run_network(xs, x, [](Network& n, Value v) {
+    return n.slice(v, {{-1, 4, 1}, {-1000, 0, 6}, {0, 1, 2}, {-1, -2, 2}}, "s");
+  });
+  // axis 0: 1, 0 (reversed); axis 1: 4, 2 (step -2, end 0 exclusive); axis 2: 1, 3, 5
+  REQUIRE(y.size() == 2 * 2 * 3);
+  std::size_t k = 0;
+  for (int a : {1, 0})
+    for (int b : {4, 2})
+      for (int c : {1, 3, 5}) CHECK(y[k++] == x[static_cast<std::size_t>((a * 5 + b) * 6 + c)]);
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.desc(net.slice(v, {{0}, {0}, {1}, {}}, "empty")).shape == Shape{2, 0, 6});
+  CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {3}, {}}, "bad"); }) ==
+        "Slice 'bad': axis 3 is out of range for 'x' of shape 2x5x6");
+  CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {0}, {0}}, "zero"); }) ==
+        "Slice 'zero': a step of 0 along axis 0");
+}

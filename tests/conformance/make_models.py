@@ -51,7 +51,8 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "Reshape", "Softmax", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu",
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
-                "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool"}
+                "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
+                "Shape", "Gather", "Transpose"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -538,6 +539,29 @@ add("reductions", lambda: Lambda(lambda s, x: x.sum(1, keepdim=True) * x.amax(di
     "sum over C, amax over H and W, amin over W, mean over C, keeping dims", opsets=(11, 13, 17))
 add("adaptive_max_pool", lambda: seq(nn.Conv2d(4, 8, 3), nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(8, 3)),
     X, ["Conv", "GlobalMaxPool", "Flatten", "Gemm"], "AdaptiveMaxPool2d(1) -> GlobalMaxPool",
+    opsets=(11, 13, 17))
+
+
+class ChannelShuffle(nn.Module):
+    """ShuffleNetV2's unit: split the channels, a conv on one half, concat, shuffle."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        y = torch.cat((a, F.relu(self.conv(b))), dim=1)
+        n, c, h, w = y.shape
+        return y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+add("channel_shuffle", lambda: seq(nn.Conv2d(4, 8, 1), ChannelShuffle()), X,
+    ["Conv", "Split", "Slice", "Concat", "Reshape", "Transpose"],
+    "ShuffleNetV2 unit: x.chunk(2, dim=1) (Split or Slice with computed shape arithmetic), concat, "
+    "view/transpose/reshape channel shuffle", opsets=(11, 13, 17))
+add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2, ::2, 2:7].flip(-1)),
+    X, ["Slice", "Add"], "x[:, 1:3, ::2, -5:] + a flipped window: Slice with steps and negative starts",
     opsets=(11, 13, 17))
 
 

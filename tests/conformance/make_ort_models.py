@@ -463,6 +463,40 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Slice and Split of computed tensors
+# --------------------------------------------------------------------------------------------
+
+@case("slice_computed", (7, 10, 11, 13), ["Slice"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 5, 6, 7])], ["r"])
+    if opset < 10:
+        y = g.node("Slice", [x], ["y"], starts=[1, -4], ends=[4, 1000], axes=[1, 3])
+    else:
+        y = g.node("Slice", [x, g.const("st", [-1, 1, 5], np.int64), g.const("en", [-1000, 4, 0], np.int64),
+                             g.const("ax", [0, 1, -1], np.int64), g.const("sp", [-1, 2, -2], np.int64)], ["y"])
+    g.output(y)
+
+
+@case("split", (7, 11, 13, 18), ["Split"])
+def _(g, opset):
+    x = g.input("x", [2, 6, 5])
+    if opset < 13:
+        a, b, c = g.node("Split", [x], ["a", "b", "c"], axis=1, split=[1, 2, 3])
+    elif opset < 18:
+        a, b, c = g.node("Split", [x, g.const("sp", [1, 2, 3], np.int64)], ["a", "b", "c"], axis=-2)
+    else:  # num_outputs: 5 = 2 + 2 + 1 along the last axis
+        a, b, c = g.node("Split", [x], ["a", "b", "c"], axis=2, num_outputs=3)
+    for t in (a, b, c):
+        g.output(t)
+
+
+@case("split_equal", (11, 13), ["Split"])
+def _(g, opset):
+    a, b = g.node("Split", [g.input("x", [2, 6, 5])], ["a", "b"], axis=1)
+    g.output(g.node("Mul", [a, b], ["y"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

@@ -26,6 +26,7 @@
 #include "cgr/layers/layer.hpp"
 #include "cgr/layers/leaky_relu.hpp"
 #include "cgr/layers/reduce.hpp"
+#include "cgr/layers/slice.hpp"
 #include "cgr/layers/unary.hpp"
 #include "cgr/layers/linear.hpp"
 #include "cgr/layers/max_pool2d.hpp"
@@ -97,6 +98,10 @@ class Network {
     check_value(a, name);
     check_value(b, name);
     return add_layer(std::make_unique<Add>(name, desc(a), desc(b)), {a, b});
+  }
+  // A strided window (NumPy's x[a:b:s] per axis, ONNX's clamping rules).
+  Value slice(Value x, const SliceParams& params, const std::string& name) {
+    return emplace<Slice>(x, name, params);
   }
   // Concatenation along `axis` (default: channels of NCHW).
   Value concat(const std::vector<Value>& values, const std::string& name, int axis = 1) {

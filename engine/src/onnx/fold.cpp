@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cgr/error.hpp"
+#include "cgr/layers/slice.hpp"
 
 namespace cgr::onnx_import {
 namespace {
@@ -362,21 +363,9 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
       const auto axis = static_cast<std::size_t>(normalise_axis(axes[i], rank, label));
       const std::int64_t size = d.dims[axis];
       if (steps[i] == 0) fail("{}: a step of 0", label);
-      // A step longer than the axis takes one element, like a step of size + 1.
-      const std::int64_t s = std::clamp<std::int64_t>(steps[i], -(size + 1), size + 1);
-      // ONNX: negative indices count from the end; then starts clamp to [0, size] and ends to
-      // [0, size] for positive steps, [0, size-1] and [-1, size-1] for negative ones.
-      std::int64_t b = starts[i] < 0 ? std::max(starts[i], -size - 1) + size : starts[i];
-      std::int64_t e = ends[i] < 0 ? std::max(ends[i], -size - 1) + size : ends[i];
-      if (s > 0) {
-        b = std::clamp<std::int64_t>(b, 0, size);
-        e = std::clamp<std::int64_t>(e, 0, size);
-        dims[axis] = std::max<std::int64_t>(0, (e - b + s - 1) / s);
-      } else {
-        b = std::clamp<std::int64_t>(b, 0, size - 1);
-        e = std::clamp<std::int64_t>(e, -1, size - 1);
-        dims[axis] = std::max<std::int64_t>(0, (b - e + (-s) - 1) / (-s));
-      }
+      const SliceAxis a = slice_axis(size, starts[i], ends[i], steps[i]);
+      dims[axis] = a.count;
+      const std::int64_t b = a.first, s = a.step;
       first[axis] = b;
       step[axis] = s;
     }

@@ -94,6 +94,91 @@ void import_constant_only(Importer&, const ::onnx::NodeProto& node, int, const s
   fail("{}: {} needs constant inputs", label, node.op_type());
 }
 
+// Slice of a computed tensor (one of constants folds before it gets here): starts, ends and
+// axes are attributes before opset 10, constant inputs (with steps) from 10.
+void import_slice(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  const bool attributes = im.opset() < 10;
+  Attributes attrs(node, label,
+                   attributes ? std::initializer_list<std::string_view>{"starts", "ends", "axes"}
+                              : std::initializer_list<std::string_view>{});
+  Importer::need_inputs(node, label, attributes ? 1 : 3, attributes ? 1 : 5);
+  const Value x = im.value(node.input(0), label);
+  SliceParams p;
+  const auto ints = [&](int i, const char* role) -> std::vector<std::int64_t> {
+    const ConstantTensor* t = im.optional_constant(node, i, label, role);
+    if (t == nullptr) return {};
+    if (t->is_float) fail("{}: {} '{}' must be an integer tensor", label, role, node.input(i));
+    return t->ints;
+  };
+  if (attributes) {
+    if (!attrs.has("starts") || !attrs.has("ends")) fail("{}: attributes 'starts' and 'ends' are required", label);
+    p.starts = attrs.get_ints("starts", {});
+    p.ends = attrs.get_ints("ends", {});
+    for (auto a : attrs.get_ints("axes", {})) p.axes.push_back(static_cast<int>(a));
+  } else {
+    p.starts = ints(1, "starts");
+    p.ends = ints(2, "ends");
+    for (auto a : ints(3, "axes")) p.axes.push_back(static_cast<int>(a));
+    p.steps = ints(4, "steps");
+  }
+  im.bind(node.output(0), im.network().slice(x, p, im.layer_name(node, index)));
+}
+
+// Split of a computed tensor along `axis` into one Slice per output: sizes from the 'split'
+// attribute (< 13) or input (>= 13), else equal parts (num_outputs from 18 allows a smaller
+// last part).
+void import_split(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  const bool split_input = im.opset() >= 13;
+  Attributes attrs(node, label,
+                   split_input ? std::initializer_list<std::string_view>{"axis", "num_outputs"}
+                               : std::initializer_list<std::string_view>{"axis", "split"});
+  Importer::need_inputs(node, label, 1, split_input ? 2 : 1);
+  const Value x = im.value(node.input(0), label);
+  const Shape& shape = im.network().desc(x).shape;
+  const auto rank = static_cast<std::int64_t>(shape.rank());
+  std::int64_t axis = attrs.get_int("axis", 0);
+  if (axis < -rank || axis >= rank) attrs.unsupported("axis", fmt::format("is out of range for shape {}", shape.to_string()));
+  if (axis < 0) axis += rank;
+  const std::int64_t size = shape[static_cast<std::size_t>(axis)];
+  std::vector<std::int64_t> sizes;
+  if (split_input) {
+    if (const ConstantTensor* t = im.optional_constant(node, 1, label, "split")) {
+      if (t->is_float) fail("{}: split '{}' must be an integer tensor", label, node.input(1));
+      sizes = t->ints;
+    }
+  } else {
+    sizes = attrs.get_ints("split", {});
+  }
+  const auto outputs = static_cast<std::int64_t>(node.output_size());
+  if (sizes.empty()) {
+    const std::int64_t parts = attrs.has("num_outputs") ? attrs.get_int("num_outputs", 1) : outputs;
+    if (parts != outputs || parts < 1) fail("{}: {} outputs for num_outputs {}", label, outputs, parts);
+    const std::int64_t each = attrs.has("num_outputs") ? (size + parts - 1) / parts : size / parts;
+    if (!attrs.has("num_outputs") && size % parts != 0)
+      fail("{}: axis {} of size {} does not split into {} equal parts", label, axis, size, parts);
+    for (std::int64_t i = 0, left = size; i < parts; ++i, left -= each) sizes.push_back(std::min(each, left));
+  }
+  std::int64_t total = 0;
+  for (auto v : sizes) {
+    if (v < 0) fail("{}: a negative split size {}", label, v);
+    total += v;
+  }
+  if (static_cast<std::int64_t>(sizes.size()) != outputs || total != size) {
+    fail("{}: split sizes [{}] do not cover axis {} of size {} in {} outputs", label,
+         fmt::join(sizes, ", "), axis, size, outputs);
+  }
+  const std::string name = im.layer_name(node, index);
+  std::int64_t start = 0;
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::int64_t end = start + sizes[static_cast<std::size_t>(i)];
+    if (!node.output(i).empty()) {
+      const SliceParams p{{start}, {end}, {static_cast<int>(axis)}, {}};
+      im.bind(node.output(i), im.network().slice(x, p, fmt::format("{}.{}", name, i)));
+    }
+    start = end;
+  }
+}
+
 // Unsqueeze / Squeeze of a computed tensor: a Reshape to the new dims.
 void import_squeeze(Importer& im, const ::onnx::NodeProto& node, int index,
                     const std::string& label) {
@@ -295,7 +380,8 @@ CGR_ONNX_OP("Pad", import_pad);
 CGR_ONNX_OP("Softmax", import_softmax);
 CGR_ONNX_OP("Shape", import_shape);
 CGR_ONNX_OP("Gather", import_constant_only);
-CGR_ONNX_OP("Slice", import_constant_only);
+CGR_ONNX_OP("Slice", import_slice);
+CGR_ONNX_OP("Split", import_split);
 CGR_ONNX_OP("Cast", import_constant_only);
 CGR_ONNX_OP("ConstantOfShape", import_constant_only);
 // Shape arithmetic with no layer: comparisons, selections and ranges on constants.

@@ -27,17 +27,17 @@
 #include <set>
 #endif
 
+#include "cgr/models/googlenet.hpp"
+#include "cgr/models/inception.hpp"
+#include "cgr/models/random_weights.hpp"
+#include "cgr/models/resnet18.hpp"
+#include "cgr/models/resnet18_exits.hpp"
+#include "cgr/models/two_branch.hpp"
+#include "cgr/safetensors.hpp"
 #include "cli.hpp"
 #include "cupti_timeline.hpp"
 #include "device_info.hpp"
 #include "measure.hpp"
-#include "cgr/models/googlenet.hpp"
-#include "cgr/models/inception.hpp"
-#include "cgr/models/random_weights.hpp"
-#include "cgr/safetensors.hpp"
-#include "cgr/models/resnet18.hpp"
-#include "cgr/models/resnet18_exits.hpp"
-#include "cgr/models/two_branch.hpp"
 #include "report.hpp"
 #include "svg.hpp"
 
@@ -103,8 +103,8 @@ Network build_builtin(const Builtin& b, std::int64_t batch, std::int64_t channel
 // read with protobuf alone: the importer needs a symbolic input's shape before it can run.
 std::vector<std::string> onnx_input_names(const std::string& path) {
   // The importer's reader: regular files only (a FIFO would block), at most protobuf's 2 GiB.
-  const std::vector<std::byte> bytes = read_file(
-      path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()), "an ONNX model");
+  const std::vector<std::byte> bytes =
+      read_file(path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()), "an ONNX model");
   ::onnx::ModelProto model;
   // An unparsable file yields no names; import_onnx then reports the problem in its words.
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return {};
@@ -253,8 +253,9 @@ InputTensors make_inputs(const Options& o, LoadedModel& m) {
     // The shape must be the input's, or the input's without its leading batch dimension of 1:
     // data of the right size in another layout (NHWC for NCHW, flat) is refused.
     const auto& dims = d.shape.dims();
-    const bool without_batch = dims.size() > 1 && dims[0] == 1 &&
-                               tensor.shape() == Shape(std::vector<std::int64_t>(dims.begin() + 1, dims.end()));
+    const bool without_batch =
+        dims.size() > 1 && dims[0] == 1 &&
+        tensor.shape() == Shape(std::vector<std::int64_t>(dims.begin() + 1, dims.end()));
     if (tensor.shape() != d.shape && !without_batch) {
       fail("{}: shape {} does not fit input '{}' {} (give that shape{})", file.path,
            tensor.shape().to_string(), d.name, d.shape.to_string(),
@@ -329,19 +330,23 @@ void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
 
 // The .npy file of every output of `engine` under `dir` (cgr::output_file_paths: names made
 // safe, collisions refused), by output name.
-std::map<std::string, std::filesystem::path> output_files(const Engine& engine, const std::string& dir) {
+std::map<std::string, std::filesystem::path> output_files(const Engine& engine,
+                                                          const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& desc : engine.outputs()) names.push_back(desc.name);
+  for (const auto& desc : engine.outputs())
+    names.push_back(desc.name);
   const auto paths = output_file_paths(dir, names, ".npy");
   std::map<std::string, std::filesystem::path> files;
-  for (std::size_t i = 0; i < names.size(); ++i) files.emplace(names[i], paths[i]);
+  for (std::size_t i = 0; i < names.size(); ++i)
+    files.emplace(names[i], paths[i]);
   return files;
 }
 
 // Warns when one inference gives NaN or infinite outputs (Result::non_finite_outputs).
 void warn_non_finite(ModeRun& run, const InputTensors& inputs) {
   NamedInputs named;
-  for (const auto& [name, tensor] : inputs) named.emplace_back(name, TensorView(tensor));
+  for (const auto& [name, tensor] : inputs)
+    named.emplace_back(name, TensorView(tensor));
   const Result result = run.context.infer(named);
   run.non_finite_outputs = result.non_finite_outputs;
   if (!result.non_finite_outputs.empty()) {
@@ -356,7 +361,8 @@ void export_outputs(ModeRun& run, const InputTensors& inputs, const std::string&
     named.emplace_back(name, TensorView(tensor));
   const Result result = run.context.infer(named);
   const auto files = output_files(run.engine, dir);
-  for (const auto& [name, tensor] : result.outputs) save_npy(files.at(name), tensor);
+  for (const auto& [name, tensor] : result.outputs)
+    save_npy(files.at(name), tensor);
   fmt::print("outputs        {} of mode {} written to {} (answered by {})\n", result.outputs.size(),
              to_string(run.mode), dir, result.answered_by);
 }
@@ -383,17 +389,8 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   fmt::print("json           report written to {}\n", path);
 }
 
-// A file the run will write: its folder must exist and take files, checked before any work.
 void check_output_file(const std::string& option, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::filesystem::path folder = parent.empty() ? std::filesystem::path(".") : parent;
-  std::error_code error;
-  if (!std::filesystem::is_directory(folder, error)) {
-    fail("{} {}: the folder {} does not exist", option, path, folder.string());
-  }
-  if (std::filesystem::is_directory(path, error)) fail("{} {}: is a folder, not a file", option, path);
-  prepare_output_folder(folder);  // takes new files
+  if (!path.empty()) prepare_output_file(option, path);
 }
 
 // Every file and folder the run will write, checked before anything is built or timed.
@@ -507,14 +504,16 @@ int run(const Options& o) {
   if (!o.timeline.empty()) {
     // CPU: the executor's per-op clock reads; CUDA: CUPTI's device timestamps per node.
     const bool on_gpu = device == Device::cuda;
-    const std::vector<OpSpan> spans = on_gpu ? profile_one_inference_cuda(runs.front().engine, inputs)
-                                             : profile_one_inference(runs.front().engine, inputs);
+    const std::vector<OpSpan> spans = on_gpu
+                                          ? profile_one_inference_cuda(runs.front().engine, inputs)
+                                          : profile_one_inference(runs.front().engine, inputs);
     const std::string title =
         on_gpu ? fmt::format("{} - one inference, mode {}, {} (CUPTI device timestamps)", o.model,
                              to_string(runs.front().mode), device_info.name)
                : fmt::format("{} - one inference, mode {}, {} threads, {}", o.model,
                              to_string(runs.front().mode), device_info.threads, device_info.name);
-    timeline = TimelineRecord{o.timeline, runs.front().mode, write_timeline_svg(o.timeline, spans, title), on_gpu};
+    timeline = TimelineRecord{o.timeline, runs.front().mode,
+                              write_timeline_svg(o.timeline, spans, title), on_gpu};
     fmt::print("timeline       {} {} in {} rows over {:.3f} ms (mode {}) written to {}\n",
                timeline->facts.bars, on_gpu ? "device activities" : "ops", timeline->facts.rows,
                timeline->facts.span_ms, to_string(runs.front().mode), o.timeline);
@@ -546,7 +545,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cgr-bench: %s\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "cgr-bench: out of memory (an allocation failed); use a smaller model or input\n");
+    std::fprintf(stderr,
+                 "cgr-bench: out of memory (an allocation failed); use a smaller model or input\n");
     return 1;
   } catch (const std::exception& e) {
     // std::filesystem errors and the like: not argument errors, so status 1 too.

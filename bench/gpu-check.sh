@@ -4,7 +4,10 @@
 # its figures in $OUT (default build/gpu-check) even when a later stage fails.
 #
 #   bench/gpu-check.sh deps        here (no GPU): copy the header-only dependencies the GPU
-#                                  machine lacks (fmt, doctest, nlohmann, CLI11) to build/gpu-deps
+#                                  machine lacks (fmt, doctest, nlohmann, CLI11) to build/gpu-deps,
+#                                  and the main job's trained digits model (train_digits.py, which
+#                                  needs Debian's torch and sklearn, absent there) to
+#                                  build/gpu-deps/digits
 #   bench/gpu-check.sh             on the GPU machine, with build/gpu-deps carried along (the
 #                                  device tool: command "bash bench/gpu-check.sh", carry
 #                                  ["build/gpu-deps"], timeout_s 600; results under $OUT)
@@ -18,7 +21,8 @@
 #   preflight  toolkit version, driver, cuDNN, cuBLAS, CUPTI, fmt and the other headers:
 #              fails at once naming the missing piece
 #   build      CMake + ninja, Release, sm_90 (the ONNX importer off: no protobuf there)
-#   smoke      one inference per built-in model per mode
+#   smoke      one inference per built-in model per mode; the main job (resnet18_exits
+#              --heldout, the trained digits model) when build/gpu-deps/digits was carried
 #   timings    cgr-bench --mode all per model and exit policy, each JSON written to
 #              $OUT/timings as it finishes; CUPTI timelines of one inference
 #   tests      the GPU test suites, each in its own process (a sticky CUDA error in one must
@@ -39,8 +43,8 @@ readonly TOTAL_S=540  # 9 minutes, the build included
 readonly STAGES=(
   "preflight:10:toolkit, driver, cuDNN, cuBLAS, CUPTI and header checks"
   "build:170:CMake + ninja, Release, sm_90, 16 cores"
-  "smoke:30:one inference per built-in model per mode"
-  "timings:80:cgr-bench --mode all per model and exit policy; CUPTI timelines"
+  "smoke:40:one inference per built-in model per mode; the main job on the digits model"
+  "timings:70:cgr-bench --mode all per model and exit policy; CUPTI timelines"
   "tests:150:GPU test suites, one process each"
   "sanitizer:55:compute-sanitizer memcheck, initcheck, racecheck, synccheck"
   "torch:40:PyTorch peer on the same GPU, ratios to cgr"
@@ -84,7 +88,13 @@ if [[ "${1:-}" == "deps" ]]; then
     fi
     cp -r "/usr/include/$d" "$deps/include/"
   done
-  echo "header-only dependencies copied to $deps ($(du -sh "$deps" | cut -f1))"
+  trainer=$root/samples/resnet18_exits/train_digits.py
+  if /usr/bin/python3 "$trainer" --cache "$root/build/digits"; then
+    cp -r "$(/usr/bin/python3 "$trainer" --cache "$root/build/digits" --where)" "$deps/digits"
+  else
+    echo "gpu-check deps: the digits model could not be trained here; the GPU run skips the main job" >&2
+  fi
+  echo "header-only dependencies (and the digits model) copied to $deps ($(du -sh "$deps" | cut -f1))"
   exit 0
 fi
 
@@ -345,7 +355,22 @@ for m in "${MODELS[@]}"; do
     smoke_failed=$((smoke_failed + 1))
   fi
 done
-((smoke_failed == 0)) && end_stage ok || end_stage "FAILED ($smoke_failed models)"
+# The main job on the trained digits model: accuracy, agreement with PyTorch (the sample fails
+# below 99.5%), latency of off / all / early and the threshold sweep, on the GPU.
+if [[ -f "$deps/digits/manifest.json" ]]; then
+  if run_watched "$(stage_limit)" "main-job" "$build/samples/resnet18_exits" --heldout "$deps/digits" \
+      --device cuda --export-json "$out/main-job.json" --plot "$out/main-job.svg"; then
+    note "  main job: ok; $(grep -E '^  early answers' "$out/logs/main-job.log" | sed 's/^ *//')"
+    grep -A4 -E '^latency per image' "$out/logs/main-job.log" | sed 's/^/  /' | tee -a "$summary"
+  else
+    note "  main job: FAILED (exit $?), logs/main-job.log:"
+    tail -n 8 "$out/logs/main-job.log" | sed 's/^/    /' | tee -a "$summary"
+    smoke_failed=$((smoke_failed + 1))
+  fi
+else
+  note "  main job: skipped (no build/gpu-deps/digits; 'bench/gpu-check.sh deps' trains and copies it)"
+fi
+((smoke_failed == 0)) && end_stage ok || end_stage "FAILED ($smoke_failed runs)"
 
 begin_stage timings
 mkdir -p "$out/timings"

@@ -3,8 +3,11 @@
 # already; without it the CPU build is complete on its own). Skips apt entirely when
 # everything is installed.
 #   scripts/install-deps.sh           what the build needs
+#   scripts/install-deps.sh --sample  plus what the main job trains with: Debian's PyTorch,
+#                                     torchvision and scikit-learn (its digits data set)
 #   scripts/install-deps.sh --tests   plus what the test suite needs: Debian's PyTorch,
-#                                     torchvision and onnx (the conformance reference),
+#                                     torchvision, scikit-learn and onnx (the conformance
+#                                     reference; the main job's training),
 #                                     clang with its runtime (libFuzzer), and onnxruntime from
 #                                     PyPI into /opt/cgr/python (the second reference; Debian
 #                                     has no package), pinned to a wheel for Debian's numpy
@@ -12,9 +15,11 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev
           libprotobuf-dev protobuf-compiler)
+if [[ "${1:-}" == "--sample" || "${1:-}" == "--tests" ]]; then
+  packages+=(python3 python3-numpy python3-torch python3-torchvision python3-sklearn)
+fi
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3 python3-numpy python3-torch python3-torchvision python3-onnx clang
-             libclang-rt-14-dev)
+  packages+=(python3-onnx clang libclang-rt-14-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -123,6 +123,18 @@ void prepare_output_folder(const std::filesystem::path& folder) {
   ::unlink(probe.c_str());
 }
 
+void prepare_output_file(std::string_view option, const std::filesystem::path& path) {
+  const std::filesystem::path parent = path.parent_path();
+  const std::filesystem::path folder = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error)) {
+    fail("{} {}: the folder {} does not exist", option, path.string(), folder.string());
+  }
+  if (std::filesystem::is_directory(path, error))
+    fail("{} {}: is a folder, not a file", option, path.string());
+  prepare_output_folder(folder);  // takes new files
+}
+
 std::vector<std::filesystem::path> output_file_paths(const std::filesystem::path& folder,
                                                      const std::vector<std::string>& names,
                                                      std::string_view extension) {

@@ -1,9 +1,14 @@
 // ResNet-18 with auxiliary early exits after layer1, layer2 and layer3.
-// Runs one image under the chosen exit policy and prints, per exit, the head's top-1 class,
-// its confidence and whether it fired, which exit answered, and the latency of the three
+// With --heldout DIR (what scripts/run-sample.sh runs, on the model train_digits.py trains):
+// every held-out image under the three exit policies, accuracy, agreement with PyTorch,
+// latency and a threshold sweep (heldout.cpp).
+// Without: runs one image under the chosen exit policy and prints, per exit, the head's top-1
+// class, its confidence and whether it fired, which exit answered, and the latency of the three
 // policies side by side (off: backbone only; all: every head, concurrently with the backbone;
 // early: a confident head stops the rest).
 //
+//   resnet18_exits --heldout DIR [--device cuda|cpu] [--threshold T] [--sweep T1,T2,...]
+//                  [--export-json FILE] [--plot FILE.svg] [--threads N]
 //   resnet18_exits [--device cuda|cpu] [--weights FILE.safetensors] [--image FILE.npy]
 //                  [--exits off|all|early] [--threshold T] [--classes N]
 //                  [--export-output DIR] [--threads N] [--iterations N] [--size S]
@@ -24,10 +29,10 @@
 #include "cgr/models/random_weights.hpp"
 #include "cgr/models/resnet18_exits.hpp"
 #include "common/cli.hpp"
-#include "options.hpp"
 #include "common/device.hpp"
 #include "common/timing.hpp"
-
+#include "heldout.hpp"
+#include "options.hpp"
 
 int main(int argc, char** argv) {
   const cgr::samples::ExitsOptions o = cgr::samples::parse_exits_options(argc, argv);
@@ -35,6 +40,7 @@ int main(int argc, char** argv) {
     // Where the outputs go is checked before anything runs.
     if (!o.export_dir.empty()) cgr::prepare_output_folder(o.export_dir);
     const cgr::Device device = cgr::samples::choose_device(o.device);
+    if (!o.heldout.empty()) return cgr::samples::run_heldout(o, device);
     cgr::Weights weights;
     std::int64_t classes = o.classes;
     if (!o.weights.empty()) {
@@ -84,9 +90,11 @@ int main(int argc, char** argv) {
     std::map<std::string, std::filesystem::path> export_files;
     if (!o.export_dir.empty()) {
       std::vector<std::string> names;
-      for (const auto& desc : engines[0].outputs()) names.push_back(desc.name);
+      for (const auto& desc : engines[0].outputs())
+        names.push_back(desc.name);
       const auto paths = cgr::output_file_paths(o.export_dir, names, ".npy");
-      for (std::size_t i = 0; i < names.size(); ++i) export_files.emplace(names[i], paths[i]);
+      for (std::size_t i = 0; i < names.size(); ++i)
+        export_files.emplace(names[i], paths[i]);
     }
     const auto chosen = static_cast<std::size_t>(o.policy);
     const cgr::Result result = contexts[chosen].infer({{"image", cgr::TensorView(image)}});
@@ -118,12 +126,14 @@ int main(int argc, char** argv) {
     fmt::print("answered by: {}\n", result.answered_by);
 
     if (!o.export_dir.empty()) {
-      for (const auto& [name, tensor] : result.outputs) cgr::save_npy(export_files.at(name), tensor);
+      for (const auto& [name, tensor] : result.outputs)
+        cgr::save_npy(export_files.at(name), tensor);
       fmt::print("outputs written to {}\n", o.export_dir);
     }
     if (!result.non_finite_outputs.empty()) {
-      std::fprintf(stderr, "resnet18_exits: outputs %s hold NaN or infinite values (is the image finite?)\n",
-                   fmt::format("{}", fmt::join(result.non_finite_outputs, ", ")).c_str());
+      std::fprintf(
+          stderr, "resnet18_exits: outputs %s hold NaN or infinite values (is the image finite?)\n",
+          fmt::format("{}", fmt::join(result.non_finite_outputs, ", ")).c_str());
       return 1;
     }
 

@@ -11,9 +11,13 @@ std::optional<ExitsOptions> try_parse_exits_options(int argc, char** argv) {
   ExitsOptions o;
   std::string policy = "early";
   CLI::App app(
-      "ResNet-18 with auxiliary early exits after layer1, layer2 and layer3: one image "
-      "under the chosen exit policy (each head's top-1, confidence and whether it "
-      "fired; which exit answered), then the latency of the three policies side by side.",
+      "ResNet-18 with auxiliary early exits after layer1, layer2 and layer3.\n"
+      "With --heldout DIR (what scripts/run-sample.sh runs): a trained model and its held-out "
+      "set, every image under the exit policies off, all and early: accuracy per answering "
+      "exit, agreement with PyTorch, latency per image, a threshold sweep.\n"
+      "Without: one image under the chosen exit policy (each head's top-1, confidence and "
+      "whether it fired; which exit answered), then the latency of the three policies side "
+      "by side.",
       "resnet18_exits");
   add_device_option(app, o.device);
   app.add_option("--weights", o.weights,
@@ -31,7 +35,24 @@ std::optional<ExitsOptions> try_parse_exits_options(int argc, char** argv) {
   add_threads_option(app, o.threads);
   add_iterations_option(app, o.iterations);
   add_size_option(app, o.size, "input height and width of the seeded image");
+  CLI::Option* heldout =
+      app.add_option("--heldout", o.heldout,
+                     "DIR written by train_digits.py: weights.safetensors, heldout_images.npy, "
+                     "heldout_labels.npy, torch_top1.npy, torch_confidence.npy");
+  app.add_option("--export-json", o.export_json, "with --heldout: the results as JSON")
+      ->needs(heldout);
+  app.add_option("--plot", o.plot, "with --heldout: the accuracy-latency trade-off as SVG")
+      ->needs(heldout);
+  app.add_option("--sweep", o.sweep, "with --heldout: thresholds of the sweep, e.g. 0.5,0.9")
+      ->delimiter(',')
+      ->check(in_range(0, 1))
+      ->needs(heldout);
+  for (const char* single : {"--weights", "--image", "--exits", "--classes", "--export-output",
+                             "--iterations", "--size"}) {
+    heldout->excludes(app.get_option(single));
+  }
   if (!parse_arguments(app, argc, argv)) return std::nullopt;
+  if (!o.heldout.empty() && o.sweep.empty()) throw UsageError("--sweep: no thresholds given");
   o.policy = parse_exit_policy(policy);
   return o;
 }

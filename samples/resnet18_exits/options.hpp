@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <cgr/engine.hpp>
 
@@ -18,6 +19,10 @@ struct ExitsOptions {
   std::int64_t classes = 0;  // 0: from the weights file, else 1000
   std::int64_t size = 224;
   int threads = 0, iterations = 20;
+  // Held-out mode (heldout.hpp): the folder train_digits.py writes, the thresholds of the
+  // sweep, and the files the results go to.
+  std::string heldout, export_json, plot;
+  std::vector<float> sweep = {0.5f, 0.7f, 0.8f, 0.9f, 0.95f, 0.99f};
 };
 
 // nullopt when --help was printed; UsageError (common/cli.hpp) for a bad argument.

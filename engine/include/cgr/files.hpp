@@ -31,6 +31,10 @@ void write_text_file(const std::filesystem::path& path, std::string_view text);
 // on results that could not be written.
 void prepare_output_folder(const std::filesystem::path& folder);
 
+// A file a tool will write (a report, a picture): its folder must exist and take new files,
+// and the path must not be a folder. `option` names it in the message ("--export-json").
+void prepare_output_file(std::string_view option, const std::filesystem::path& path);
+
 // The files `names` (tensor names: outputs, exits) are written to, folder / stem + extension.
 // A name becomes a stem through this function only: every character outside [A-Za-z0-9._-]
 // becomes '_', and so does a leading '.', so no stem is a path, "..", hidden or absolute

@@ -42,6 +42,34 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
              n.conv2d(x, {.out_channels = 8, .kernel = 3, .padding = 1, .bias = false}, "conv");
          return n.relu(n.add(n.batch_norm2d(y, "bn"), x, "add"), "relu");
        }});
+  cases.push_back(
+      {"Conv2d + BatchNorm2d + SiLU (fused: cuDNN, then cgr's activation kernel)", image,
+       [](Network& n, Value x) {
+         Value y =
+             n.conv2d(x, {.out_channels = 10, .kernel = 3, .padding = 1, .bias = false}, "conv");
+         return n.unary(n.batch_norm2d(y, "bn"), UnaryParams::defaults(UnaryOp::silu), "silu");
+       }});
+  cases.push_back({"Conv2d + residual Add + HardSwish (fused)", image, [](Network& n, Value x) {
+                     Value y = n.conv2d(x, {.out_channels = 8, .kernel = 3, .padding = 1}, "conv");
+                     return n.unary(n.add(y, x, "add"), UnaryParams::defaults(UnaryOp::hard_swish),
+                                    "hswish");
+                   }});
+  cases.push_back({"Conv2d 1x1 + Clip 0..6 (ReLU6, fused)", image, [](Network& n, Value x) {
+                     Value y = n.conv2d(x, {.out_channels = 5, .kernel = 1}, "conv");
+                     return n.clip(y, {0.0f, 6.0f}, "relu6");
+                   }});
+  cases.push_back({"Add + Sigmoid (fused)", image, [](Network& n, Value x) {
+                     return n.unary(n.add(n.relu(x, "relu"), x, "add"),
+                                    UnaryParams::defaults(UnaryOp::sigmoid), "sigmoid");
+                   }});
+  cases.push_back({"squeeze-excitation: gate conv + Sigmoid + channel Mul (fused)", image,
+                   [](Network& n, Value x) {
+                     Value s = n.global_avg_pool(x, "pool");
+                     s = n.relu(n.conv2d(s, {.out_channels = 3, .kernel = 1}, "fc1"), "relu");
+                     s = n.unary(n.conv2d(s, {.out_channels = 8, .kernel = 1}, "fc2"),
+                                 UnaryParams::defaults(UnaryOp::sigmoid), "gate");
+                     return n.binary(x, s, BinaryOp::mul, "scale");
+                   }});
   cases.push_back({"Conv2d 1x1, unfused Conv2d + BatchNorm2d + ReLU", image,
                    [](Network& n, Value x) {
                      Value y = n.conv2d(x, {.out_channels = 4, .kernel = 1}, "conv");
@@ -65,19 +93,18 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
   for (int f = 0; f <= static_cast<int>(UnaryOp::reciprocal); ++f) {
     const auto op = static_cast<UnaryOp>(f);
     const bool positive = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::reciprocal;
-    cases.push_back({"Unary " + std::string(unary_op_name(op)), image,
-                     [op, positive](Network& n, Value x) {
-                       if (positive) x = n.unary(x, {.op = UnaryOp::abs}, "abs");
-                       return n.unary(x, UnaryParams::defaults(op), "unary");
-                     }});
+    cases.push_back(
+        {"Unary " + std::string(unary_op_name(op)), image, [op, positive](Network& n, Value x) {
+           if (positive) x = n.unary(x, {.op = UnaryOp::abs}, "abs");
+           return n.unary(x, UnaryParams::defaults(op), "unary");
+         }});
   }
-  cases.push_back({"Unary Elu alpha 0.5, HardSigmoid alpha 1/6 after a conv", image,
-                   [](Network& n, Value x) {
-                     Value y = n.conv2d(x, {.out_channels = 6, .kernel = 3, .padding = 1}, "conv");
-                     y = n.unary(y, {.op = UnaryOp::elu, .alpha = 0.5f}, "elu");
-                     return n.unary(y, {.op = UnaryOp::hard_sigmoid, .alpha = 1.0f / 6, .beta = 0.5f},
-                                    "hsig");
-                   }});
+  cases.push_back(
+      {"Unary Elu alpha 0.5, HardSigmoid alpha 1/6 after a conv", image, [](Network& n, Value x) {
+         Value y = n.conv2d(x, {.out_channels = 6, .kernel = 3, .padding = 1}, "conv");
+         y = n.unary(y, {.op = UnaryOp::elu, .alpha = 0.5f}, "elu");
+         return n.unary(y, {.op = UnaryOp::hard_sigmoid, .alpha = 1.0f / 6, .beta = 0.5f}, "hsig");
+       }});
   // Reductions: over H and W (one contiguous reduced dim), over C (strided), over N and W
   // (two reduced dims), dims dropped, and a warp-per-output size.
   const std::pair<const char*, ReduceParams> reductions[] = {
@@ -87,12 +114,14 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
       {"ReduceMin over C, H, W", {ReduceOp::min, {1, 2, 3}, false}},
   };
   for (const auto& [what, params] : reductions) {
-    cases.push_back({what, image, [p = params](Network& n, Value x) { return n.reduce(x, p, "reduce"); }});
+    cases.push_back(
+        {what, image, [p = params](Network& n, Value x) { return n.reduce(x, p, "reduce"); }});
   }
-  cases.push_back({"Slice channels 2..7, rows reversed with step -2, columns 1::3", image,
-                   [](Network& n, Value x) {
-                     return n.slice(x, {{2, -1, 1}, {7, -1000, 1000}, {1, 2, 3}, {1, -2, 3}}, "slice");
-                   }});
+  cases.push_back(
+      {"Slice channels 2..7, rows reversed with step -2, columns 1::3", image,
+       [](Network& n, Value x) {
+         return n.slice(x, {{2, -1, 1}, {7, -1000, 1000}, {1, 2, 3}, {1, -2, 3}}, "slice");
+       }});
   cases.push_back({"Slice half the channels (a ShuffleNet split)", image, [](Network& n, Value x) {
                      return n.slice(x, {{4}, {8}, {1}, {}}, "half");
                    }});
@@ -167,20 +196,20 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                    [](Network& n, Value x) {
                      return n.binary(x, n.global_avg_pool(x, "pool"), BinaryOp::mul, "scale");
                    }});
-  cases.push_back({"Binary Sub of x from a scalar constant (constant first)", image,
-                   [](Network& n, Value x) {
-                     return n.binary(x, BinaryOp::sub, BinaryConstant{Shape{}, true}, "rsub");
-                   }});
-  cases.push_back({"Binary Max and Div of two computed tensors of one shape", image,
-                   [](Network& n, Value x) {
-                     const Value r = n.relu(x, "relu");
-                     return n.binary(n.binary(x, r, BinaryOp::max, "max"),
-                                     n.unary(x, {.op = UnaryOp::exp}, "exp"), BinaryOp::div, "div");
-                   }});
-  cases.push_back({"Binary Add of a rank-5 constant: the output gains a dim", image,
-                   [](Network& n, Value x) {
-                     return n.binary(x, BinaryOp::add, BinaryConstant{Shape{3, 1, 1, 1, 13}}, "up");
-                   }});
+  cases.push_back(
+      {"Binary Sub of x from a scalar constant (constant first)", image, [](Network& n, Value x) {
+         return n.binary(x, BinaryOp::sub, BinaryConstant{Shape{}, true}, "rsub");
+       }});
+  cases.push_back(
+      {"Binary Max and Div of two computed tensors of one shape", image, [](Network& n, Value x) {
+         const Value r = n.relu(x, "relu");
+         return n.binary(n.binary(x, r, BinaryOp::max, "max"),
+                         n.unary(x, {.op = UnaryOp::exp}, "exp"), BinaryOp::div, "div");
+       }});
+  cases.push_back(
+      {"Binary Add of a rank-5 constant: the output gains a dim", image, [](Network& n, Value x) {
+         return n.binary(x, BinaryOp::add, BinaryConstant{Shape{3, 1, 1, 1, 13}}, "up");
+       }});
   cases.push_back({"CustomOp: a copy, on the host and on the device", image,
                    [device_copy](Network& n, Value x) {
                      CustomOpParams copy;

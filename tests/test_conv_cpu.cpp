@@ -81,7 +81,7 @@ std::size_t weight_size(const ConvGeometry& g) {
 // Direct convolution in double; padding contributes nothing.
 std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<float>& in,
                                    const std::vector<float>& weight, const std::vector<float>& bias,
-                                   const float* residual, bool relu) {
+                                   const float* residual, const cgr::math::Activation& activation) {
   std::vector<double> out(output_size(g));
   const std::int64_t cin_g = g.in_channels / g.groups;
   const std::int64_t cout_g = g.out_channels / g.groups;
@@ -111,7 +111,12 @@ std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<floa
               static_cast<std::size_t>(((n * g.out_channels + oc) * g.out_h + oh) * g.out_w + ow);
           if (!bias.empty()) sum += bias[static_cast<std::size_t>(oc)];
           if (residual) sum += residual[index];
-          if (relu && sum < 0.0) sum = 0.0;
+          if (activation.kind == cgr::math::ActivationKind::relu && sum < 0.0) sum = 0.0;
+          // Other activations of the float sum, as the kernel applies them to its float result.
+          if (activation.kind != cgr::math::ActivationKind::none &&
+              activation.kind != cgr::math::ActivationKind::relu) {
+            sum = activation(static_cast<float>(sum));
+          }
           out[index] = sum;
         }
       }
@@ -145,14 +150,18 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Runs a conv the way the executor does: exact-size buffers, workspace from the kernel.
 std::vector<float> run_conv(const ConvKernelCpu& conv, const std::vector<float>& in,
-                            const float* residual, bool relu, cgr::ThreadPool* pool) {
+                            const float* residual, const cgr::math::Activation& activation,
+                            cgr::ThreadPool* pool) {
   const ConvGeometry& g = conv.geometry();
   std::vector<float> out(output_size(g), std::numeric_limits<float>::quiet_NaN());
   std::vector<float> workspace(conv.workspace_bytes() / sizeof(float),
                                std::numeric_limits<float>::quiet_NaN());
-  conv.run(in.data(), residual, out.data(), workspace.data(), relu, pool);
+  conv.run(in.data(), residual, out.data(), workspace.data(), activation, pool);
   return out;
 }
+
+const cgr::math::Activation kRelu{.kind = cgr::math::ActivationKind::relu};
+const cgr::math::Activation kNoActivation{};
 
 // Restores the real micro-kernel choice when a test ends, passing or not.
 struct KernelOverride {
@@ -209,16 +218,25 @@ TEST_CASE("conv cpu matches a direct convolution on every micro-kernel") {
       const auto weight = random_values(weight_size(g), seed++);
       const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
       const auto residual = random_values(output_size(g), seed++);
-      for (int variant = 0; variant < 3; ++variant) {
-        // 0: plain; 1: bias + ReLU; 2: bias + residual + ReLU.
+      for (int variant = 0; variant < 5; ++variant) {
+        // 0: plain; 1: bias + ReLU; 2: bias + residual + ReLU; 3: bias + SiLU (applied over
+        // each stored tile, edge tiles included); 4: bias + residual + Clip(-0.25, 1e6), a floor
+        // (the tolerance scales with the largest output).
         const std::vector<float> no_bias;
         const std::vector<float>& b = variant == 0 ? no_bias : bias;
-        const float* res = variant == 2 ? residual.data() : nullptr;
-        const bool relu = variant != 0;
+        const float* res = variant == 2 || variant == 4 ? residual.data() : nullptr;
+        cgr::math::Activation activation = variant == 0 ? kNoActivation : kRelu;
+        if (variant == 3) {
+          activation = {.kind = cgr::math::ActivationKind::unary,
+                        .unary = cgr::math::UnaryOp::silu};
+        }
+        if (variant == 4) {
+          activation = {.kind = cgr::math::ActivationKind::clip, .alpha = -0.25f, .beta = 1e6f};
+        }
         INFO(kernel->name << " / " << test.name << " / variant " << variant);
         const ConvKernelCpu conv(g, weight, b);
-        check_close(run_conv(conv, input, res, relu, nullptr),
-                    reference_conv(g, input, weight, b, res, relu));
+        check_close(run_conv(conv, input, res, activation, nullptr),
+                    reference_conv(g, input, weight, b, res, activation));
       }
     }
   }
@@ -252,11 +270,11 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
       INFO(kernel->name << " / " << g.in_channels << "->" << g.out_channels << " at " << g.in_h
                         << "x" << g.in_w);
       const ConvKernelCpu conv(g, weight, bias);
-      const auto serial = run_conv(conv, input, residual.data(), true, nullptr);
-      check_close(serial, reference_conv(g, input, weight, bias, residual.data(), true));
-      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), true, &pool1)));
-      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), true, &pool2)));
-      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), true, &pool3)));
+      const auto serial = run_conv(conv, input, residual.data(), kRelu, nullptr);
+      check_close(serial, reference_conv(g, input, weight, bias, residual.data(), kRelu));
+      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), kRelu, &pool1)));
+      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), kRelu, &pool2)));
+      CHECK(same_bits(serial, run_conv(conv, input, residual.data(), kRelu, &pool3)));
       if (first.empty()) {
         first = serial;
       } else {
@@ -273,7 +291,7 @@ TEST_CASE("conv cpu propagates NaN and Inf like plain arithmetic") {
   input[static_cast<std::size_t>(1 * 36 + 2 * 6 + 3)] = std::numeric_limits<float>::quiet_NaN();
   input[static_cast<std::size_t>(0 * 36 + 5 * 6 + 0)] = std::numeric_limits<float>::infinity();
   const ConvKernelCpu conv(g, weight, {});
-  const auto out = run_conv(conv, input, nullptr, true, nullptr);
+  const auto out = run_conv(conv, input, nullptr, kRelu, nullptr);
   for (std::int64_t oc = 0; oc < 3; ++oc) {
     for (std::int64_t oh = 0; oh < 6; ++oh) {
       for (std::int64_t ow = 0; ow < 6; ++ow) {

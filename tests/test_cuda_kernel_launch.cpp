@@ -13,13 +13,13 @@
 #include "cgr/capture/explicit_graph.hpp"
 #include "cgr/layers/element_math.hpp"
 #include "gpu_op.hpp"
-#include "test_support.hpp"
 #include "ops/activation.hpp"
 #include "ops/add.hpp"
 #include "ops/concat.hpp"
 #include "ops/exit_decision.hpp"
 #include "ops/pool2d.hpp"
 #include "ops/transpose.hpp"
+#include "test_support.hpp"
 
 using namespace cgr::cuda;
 using cgr::Pool2dGeometry;
@@ -58,7 +58,17 @@ TEST_CASE("kernel launch descriptions: grid, block and arguments as the kernel t
   CHECK(clip.argument<cgr::math::ClipFn>(3).high == 0.25f);
 
   // Different kernels for different template choices.
-  CHECK(describe_add(x, x, y, 10, true).function != describe_add(x, x, y, 10, false).function);
+  const cgr::math::Activation relu_fn{.kind = cgr::math::ActivationKind::relu};
+  const cgr::math::Activation silu_fn{.kind = cgr::math::ActivationKind::unary,
+                                      .unary = cgr::math::UnaryOp::silu};
+  CHECK(describe_add(x, x, y, 10, relu_fn).function != describe_add(x, x, y, 10, {}).function);
+  CHECK(describe_add(x, x, y, 10, silu_fn).function != describe_add(x, x, y, 10, relu_fn).function);
+  // A fused activation after a library call: one kernel, the activation as its argument.
+  const KernelLaunch fused = describe_activation(x, y, 100, silu_fn);
+  REQUIRE(fused.argument_count() == 4);
+  REQUIRE(fused.argument_size(3) == sizeof(cgr::math::Activation));
+  CHECK(fused.argument<cgr::math::Activation>(3) == silu_fn);
+  CHECK(fused.argument<float*>(1) == y);
   CHECK(describe_relu(x, y, 10).function != describe_clip(x, y, 10, 0, 1).function);
 }
 
@@ -72,7 +82,8 @@ TEST_CASE("kernel launch descriptions: empty work describes nothing, bad sizes a
   CHECK(negative.status == cudaErrorInvalidValue);
   CHECK(std::string(negative.refusal) == "elementwise: a negative element count");
   // The executor's error names the op, the reason and the CUDA error.
-  const std::string message = cgr::test::error_message([&] { check_description(negative, "relu7"); });
+  const std::string message =
+      cgr::test::error_message([&] { check_description(negative, "relu7"); });
   CHECK(message.find("'relu7': its CUDA kernel refused the launch: elementwise: a negative "
                      "element count (cudaErrorInvalidValue") == 0);
   CHECK_NOTHROW(check_description(none, "relu0"));
@@ -113,7 +124,8 @@ TEST_CASE("CUDA enumerations by name in messages") {
   CHECK(capture_status_name(cudaStreamCaptureStatusNone).starts_with("None"));
   CHECK(instantiate_result_name(cudaGraphInstantiateConditionalHandleUnused)
             .starts_with("ConditionalHandleUnused"));
-  CHECK(instantiate_result_name(cudaGraphInstantiateInvalidStructure).starts_with("InvalidStructure"));
+  CHECK(instantiate_result_name(cudaGraphInstantiateInvalidStructure)
+            .starts_with("InvalidStructure"));
   CHECK(node_type_name(cudaGraphNodeTypeConditional) == "conditional");
   CHECK(node_type_name(cudaGraphNodeTypeMemcpy) == "memcpy");
   CHECK(node_type_name(static_cast<cudaGraphNodeType>(0x7f)) == "unknown");

@@ -3,6 +3,8 @@
 // and shape rules checked against PyTorch and the shape errors each layer raises.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -130,8 +132,11 @@ TEST_CASE("MaxPool2d and AvgPool2d match a padded-image reference") {
       {1, 3, 10, 7, {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true}},
       {2, 2, 6, 6, {.kernel = 2}},
       {1, 2, 13, 11, {.kernel = 3, .stride = 2, .padding = 1}},
-      {1, 1, 6, 6, {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true,
-                    .count_include_pad = false}},
+      {1,
+       1,
+       6,
+       6,
+       {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false}},
       {1, 2, 7, 8, {.kernel = {3, 2}, .stride = {2, 3}, .padding = {1, 0}, .ceil_mode = true}},
   };
   unsigned seed = 100;
@@ -143,8 +148,9 @@ TEST_CASE("MaxPool2d and AvgPool2d match a padded-image reference") {
       CAPTURE(max);
       Network probe;
       const Value px = probe.input("x", xs);
-      const Shape out = probe.desc(max ? probe.max_pool2d(px, pc.p, "pool")
-                                       : probe.avg_pool2d(px, pc.p, "pool")).shape;
+      const Shape out =
+          probe.desc(max ? probe.max_pool2d(px, pc.p, "pool") : probe.avg_pool2d(px, pc.p, "pool"))
+              .shape;
       const auto y = run_network(xs, x, [&](Network& net, Value v) {
         return max ? net.max_pool2d(v, pc.p, "pool") : net.avg_pool2d(v, pc.p, "pool");
       });
@@ -155,9 +161,8 @@ TEST_CASE("MaxPool2d and AvgPool2d match a padded-image reference") {
   const PoolCase dilated{1, 2, 12, 12, {.kernel = 3, .stride = 2, .padding = 1, .dilation = 2}};
   const Shape xs{1, 2, 12, 12};
   const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 7);
-  const auto y = run_network(xs, x, [&](Network& net, Value v) {
-    return net.max_pool2d(v, dilated.p, "pool");
-  });
+  const auto y = run_network(
+      xs, x, [&](Network& net, Value v) { return net.max_pool2d(v, dilated.p, "pool"); });
   CHECK(y.size() == 2 * 5 * 5);
   CHECK(relative_error(y, reference_pool(x, dilated, true, 5, 5)) == 0.0);
 }
@@ -169,11 +174,11 @@ TEST_CASE("pool output sizes and ceil_mode values agree with PyTorch") {
     bool ceil;
     std::int64_t expected;
   };
-  for (const Row& r : {Row{112, 3, 2, 0, 1, true, 56}, Row{7, 2, 2, 0, 1, true, 4},
-                       Row{5, 3, 2, 1, 1, true, 3}, Row{6, 3, 2, 1, 1, true, 4},
-                       Row{9, 2, 3, 0, 1, true, 3}, Row{10, 3, 3, 1, 1, true, 4},
-                       Row{8, 3, 2, 1, 2, false, 3}, Row{8, 3, 2, 1, 2, true, 4},
-                       Row{13, 3, 2, 1, 1, false, 7}, Row{14, 3, 2, 1, 1, true, 8}}) {
+  for (const Row& r :
+       {Row{112, 3, 2, 0, 1, true, 56}, Row{7, 2, 2, 0, 1, true, 4}, Row{5, 3, 2, 1, 1, true, 3},
+        Row{6, 3, 2, 1, 1, true, 4}, Row{9, 2, 3, 0, 1, true, 3}, Row{10, 3, 3, 1, 1, true, 4},
+        Row{8, 3, 2, 1, 2, false, 3}, Row{8, 3, 2, 1, 2, true, 4}, Row{13, 3, 2, 1, 1, false, 7},
+        Row{14, 3, 2, 1, 1, true, 8}}) {
     Network net;
     const Value x = net.input("x", {1, 1, r.in, r.in});
     const Value y = net.max_pool2d(
@@ -183,17 +188,20 @@ TEST_CASE("pool output sizes and ceil_mode values agree with PyTorch") {
   }
   // torch.nn.functional.avg_pool2d(arange(36).reshape(1,1,6,6), 3, 2, 1, ceil_mode=True, ...)
   std::vector<float> x(36);
-  for (int i = 0; i < 36; ++i) x[i] = static_cast<float>(i);
-  const std::vector<float> include{1.5555556f, 3.3333333f, 4.6666665f, 2.6666667f,
-                                   8.333333f,  14.0f,      16.0f,      8.5f,
-                                   16.333334f, 26.0f,      28.0f,      14.5f,
+  for (int i = 0; i < 36; ++i)
+    x[i] = static_cast<float>(i);
+  const std::vector<float> include{1.5555556f, 3.3333333f, 4.6666665f, 2.6666667f, 8.333333f, 14.0f,
+                                   16.0f,      8.5f,       16.333334f, 26.0f,      28.0f,     14.5f,
                                    10.166667f, 16.0f,      17.0f,      8.75f};
   const std::vector<float> exclude{3.5f,  5.0f,  7.0f,  8.0f,  12.5f, 14.0f, 16.0f, 17.0f,
                                    24.5f, 26.0f, 28.0f, 29.0f, 30.5f, 32.0f, 34.0f, 35.0f};
   for (bool count_pad : {true, false}) {
     const auto y = run_network({1, 1, 6, 6}, x, [&](Network& net, Value v) {
       return net.avg_pool2d(v,
-                            {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true,
+                            {.kernel = 3,
+                             .stride = 2,
+                             .padding = 1,
+                             .ceil_mode = true,
                              .count_include_pad = count_pad},
                             "pool");
     });
@@ -211,9 +219,8 @@ TEST_CASE("BatchNorm2d, ReLU, GlobalAvgPool, Add, Concat, Flatten, Softmax, Line
     w.add("bn.bias", random_tensor({3}, 2));
     w.add("bn.running_mean", random_tensor({3}, 3));
     w.add("bn.running_var", random_tensor({3}, 4, 0.5f, 2.0f));
-    const auto y = run_network(xs, x, [](Network& n, Value v) {
-      return n.batch_norm2d(v, {.eps = 1e-3}, "bn");
-    }, w);
+    const auto y = run_network(
+        xs, x, [](Network& n, Value v) { return n.batch_norm2d(v, {.eps = 1e-3}, "bn"); }, w);
     std::vector<float> ref;
     for (std::int64_t i = 0; i < xs.numel(); ++i) {
       const auto c = static_cast<std::size_t>((i / 20) % 3);
@@ -229,16 +236,20 @@ TEST_CASE("BatchNorm2d, ReLU, GlobalAvgPool, Add, Concat, Flatten, Softmax, Line
     xn[5] = std::numeric_limits<float>::quiet_NaN();
     const auto y = run_network(xs, xn, [](Network& n, Value v) { return n.relu(v, "relu"); });
     for (std::size_t i = 0; i < y.size(); ++i) {
-      if (i == 5) CHECK(std::isnan(y[i]));
-      else CHECK(y[i] == std::max(xn[i], 0.0f));
+      if (i == 5)
+        CHECK(std::isnan(y[i]));
+      else
+        CHECK(y[i] == std::max(xn[i], 0.0f));
     }
   }
   SUBCASE("GlobalAvgPool") {
-    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.global_avg_pool(v, "gap"); });
+    const auto y =
+        run_network(xs, x, [](Network& n, Value v) { return n.global_avg_pool(v, "gap"); });
     REQUIRE(y.size() == 6);
     for (std::size_t p = 0; p < 6; ++p) {
       double sum = 0;
-      for (std::size_t i = 0; i < 20; ++i) sum += x[p * 20 + i];
+      for (std::size_t i = 0; i < 20; ++i)
+        sum += x[p * 20 + i];
       CHECK(y[p] == doctest::Approx(sum / 20).epsilon(1e-6));
     }
   }
@@ -272,12 +283,14 @@ TEST_CASE("BatchNorm2d, ReLU, GlobalAvgPool, Add, Concat, Flatten, Softmax, Line
   SUBCASE("Softmax on the last axis and on channels") {
     for (int axis : {-1, 1}) {
       CAPTURE(axis);
-      const auto y = run_network(xs, x, [&](Network& n, Value v) { return n.softmax(v, "sm", axis); });
+      const auto y =
+          run_network(xs, x, [&](Network& n, Value v) { return n.softmax(v, "sm", axis); });
       const std::int64_t len = axis == 1 ? 3 : 4, stride = axis == 1 ? 20 : 1;
       for (std::int64_t i = 0; i < xs.numel(); ++i) {
         const std::int64_t pos = (i / stride) % len, start = i - pos * stride;
         double denom = 0;
-        for (std::int64_t k = 0; k < len; ++k) denom += std::exp(double{x[start + k * stride]});
+        for (std::int64_t k = 0; k < len; ++k)
+          denom += std::exp(double{x[start + k * stride]});
         CHECK(y[i] == doctest::Approx(std::exp(double{x[i]}) / denom).epsilon(1e-5));
       }
     }
@@ -286,14 +299,18 @@ TEST_CASE("BatchNorm2d, ReLU, GlobalAvgPool, Add, Concat, Flatten, Softmax, Line
     Weights w;
     w.add("fc.weight", random_tensor({7, 60}, 5));
     w.add("fc.bias", random_tensor({7}, 6));
-    const auto y = run_network(xs, x, [](Network& n, Value v) {
-      return n.linear(n.flatten(v, "flat"), {.out_features = 7}, "fc");
-    }, w);
+    const auto y = run_network(
+        xs, x,
+        [](Network& n, Value v) {
+          return n.linear(n.flatten(v, "flat"), {.out_features = 7}, "fc");
+        },
+        w);
     REQUIRE(y.size() == 14);
     for (std::size_t b = 0; b < 2; ++b)
       for (std::size_t o = 0; o < 7; ++o) {
         double acc = w.find("fc.bias")->f32()[o];
-        for (std::size_t k = 0; k < 60; ++k) acc += double{x[b * 60 + k]} * w.find("fc.weight")->f32()[o * 60 + k];
+        for (std::size_t k = 0; k < 60; ++k)
+          acc += double{x[b * 60 + k]} * w.find("fc.weight")->f32()[o * 60 + k];
         CHECK(y[b * 7 + o] == doctest::Approx(acc).epsilon(1e-5));
       }
   }
@@ -312,7 +329,8 @@ TEST_CASE("BatchNorm folded into the conv equals conv then BatchNorm") {
     w.add("bn.running_mean", random_tensor({6}, 26));
     w.add("bn.running_var", random_tensor({6}, 27, 0.1f, 3.0f));
     auto build = [&](Network& n, Value v) {
-      v = n.conv2d(v, {.out_channels = 6, .kernel = 3, .stride = 2, .padding = 1, .bias = conv_bias},
+      v = n.conv2d(v,
+                   {.out_channels = 6, .kernel = 3, .stride = 2, .padding = 1, .bias = conv_bias},
                    "conv");
       return n.relu(n.batch_norm2d(v, "bn"), "relu");
     };
@@ -329,6 +347,131 @@ TEST_CASE("BatchNorm folded into the conv equals conv then BatchNorm") {
   }
 }
 
+TEST_CASE("any activation fuses into a conv (after BatchNorm and a residual) and into an add") {
+  const Shape xs{1, 6, 9, 7};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 31);
+  Weights w;
+  w.add("conv.weight", random_tensor({6, 6, 3, 3}, 32));
+  w.add("conv.bias", random_tensor({6}, 33));
+  w.add("bn.weight", random_tensor({6}, 34, 0.5f, 1.5f));
+  w.add("bn.bias", random_tensor({6}, 35));
+  w.add("bn.running_mean", random_tensor({6}, 36));
+  w.add("bn.running_var", random_tensor({6}, 37, 0.1f, 3.0f));
+  struct Case {
+    const char* name;
+    std::function<Value(Network&, Value)> activation;
+  };
+  const std::vector<Case> activations = {
+      {"silu",
+       [](Network& n, Value v) { return n.unary(v, UnaryParams::defaults(UnaryOp::silu), "act"); }},
+      {"hard_swish",
+       [](Network& n, Value v) {
+         return n.unary(v, UnaryParams::defaults(UnaryOp::hard_swish), "act");
+       }},
+      {"sigmoid",
+       [](Network& n, Value v) {
+         return n.unary(v, UnaryParams::defaults(UnaryOp::sigmoid), "act");
+       }},
+      {"leaky_relu",
+       [](Network& n, Value v) { return n.leaky_relu(v, {.negative_slope = 0.2f}, "act"); }},
+      {"clip",
+       [](Network& n, Value v) {
+         return n.clip(v, {-0.5f, 0.75f}, "act");
+       }},
+  };
+  for (const Case& c : activations) {
+    for (const bool residual : {false, true}) {
+      CAPTURE(c.name);
+      CAPTURE(residual);
+      Network net;
+      const Value in = net.input("x", xs);
+      Value y = net.batch_norm2d(
+          net.conv2d(in, {.out_channels = 6, .kernel = 3, .padding = 1}, "conv"), "bn");
+      if (residual) y = net.add(y, in, "add");
+      net.output("y", c.activation(net, y));
+      const Engine fused = Engine::build(net, w, {.threads = 2});
+      const Engine unfused = Engine::build(net, w, {.threads = 2, .fuse = false});
+      CHECK(fused.info().ops == 1);
+      CHECK(fused.op_names() ==
+            std::vector<std::string>{residual ? "conv+bn+add+act" : "conv+bn+act"});
+      CHECK(unfused.info().ops == (residual ? 4 : 3));
+      const auto a = fused.create_context().infer({{"x", x}}).output("y").to_vector();
+      const auto b = unfused.create_context().infer({{"x", x}}).output("y").to_vector();
+      // BatchNorm folded into the weights rounds differently; the activation itself is the
+      // layer's function object.
+      CHECK(relative_error(a, b) < 1e-5);
+    }
+  }
+  // An Add takes any activation too, bit for bit the same as the two layers.
+  Network net;
+  const Value a = net.input("a", xs), b = net.input("b", xs);
+  net.output("y", net.unary(net.add(a, b, "add"), UnaryParams::defaults(UnaryOp::silu), "silu"));
+  const Engine fused = Engine::build(net, {}, {.threads = 2});
+  const Engine unfused = Engine::build(net, {}, {.threads = 2, .fuse = false});
+  CHECK(fused.op_names() == std::vector<std::string>{"add+silu"});
+  const auto b_values = random_vector(x.size(), 38);
+  CHECK(fused.create_context().infer({{"a", x}, {"b", b_values}}).output("y").to_vector() ==
+        unfused.create_context().infer({{"a", x}, {"b", b_values}}).output("y").to_vector());
+}
+
+// torchvision's SqueezeExcitation after a SiLU conv (EfficientNet / MobileNetV3).
+Value squeeze_excitation(Network& n, Value x, UnaryOp gate) {
+  const Value y = n.unary(n.conv2d(x, {.out_channels = 8, .kernel = 3, .padding = 1}, "conv"),
+                          UnaryParams::defaults(UnaryOp::silu), "silu");
+  Value s = n.global_avg_pool(y, "pool");
+  s = n.relu(n.conv2d(s, {.out_channels = 3, .kernel = 1}, "fc1"), "relu");
+  s = n.unary(n.conv2d(s, {.out_channels = 8, .kernel = 1}, "fc2"), UnaryParams::defaults(gate),
+              "gate");
+  return n.binary(y, s, BinaryOp::mul, "scale");
+}
+
+Weights squeeze_excitation_weights() {
+  Weights w;
+  w.add("conv.weight", random_tensor({8, 5, 3, 3}, 41));
+  w.add("conv.bias", random_tensor({8}, 42));
+  w.add("fc1.weight", random_tensor({3, 8, 1, 1}, 43));
+  w.add("fc1.bias", random_tensor({3}, 44));
+  w.add("fc2.weight", random_tensor({8, 3, 1, 1}, 45));
+  w.add("fc2.bias", random_tensor({8}, 46));
+  return w;
+}
+
+TEST_CASE("a squeeze-excitation block's channel Mul fuses into its gate conv, bit for bit") {
+  const Shape xs{2, 5, 7, 9};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 40);
+  const Weights w = squeeze_excitation_weights();
+  for (const UnaryOp gate : {UnaryOp::sigmoid, UnaryOp::hard_sigmoid}) {
+    CAPTURE(static_cast<int>(gate));
+    Network net;
+    net.output("y", squeeze_excitation(net, net.input("x", xs), gate));
+    const Engine fused = Engine::build(net, w, {.threads = 2});
+    const Engine unfused = Engine::build(net, w, {.threads = 2, .fuse = false});
+    CHECK(fused.op_names() ==
+          std::vector<std::string>{"conv+silu", "pool", "fc1+relu", "fc2+gate+scale"});
+    CHECK(unfused.info().ops == 8);
+    const auto a = fused.create_context().infer({{"x", x}}).output("y").to_vector();
+    const auto b = unfused.create_context().infer({{"x", x}}).output("y").to_vector();
+    CHECK(a == b);
+  }
+  // Not a gate: the Mul's operand is not N x C x 1 x 1 of the scaled tensor's N and C, or the
+  // gate has another reader.
+  Network other;
+  const Value in = other.input("x", xs);
+  const Value c = other.conv2d(in, {.out_channels = 5, .kernel = 1}, "c");
+  other.output("y", other.binary(in, c, BinaryOp::mul, "mul"));
+  Weights ow;
+  ow.add("c.weight", random_tensor({5, 5, 1, 1}, 47));
+  ow.add("c.bias", random_tensor({5}, 48));
+  CHECK(Engine::build(other, ow).info().ops == 2);
+  Network shared;
+  const Value sx = shared.input("x", xs);
+  const Value pooled = shared.global_avg_pool(sx, "pool");
+  const Value g = shared.conv2d(pooled, {.out_channels = 5, .kernel = 1}, "c");
+  shared.output("y", shared.binary(sx, g, BinaryOp::mul, "mul"));
+  shared.output("gate", g);
+  CHECK(Engine::build(shared, ow).info().ops == 3);
+}
+
 TEST_CASE("layers reject impossible shapes with messages naming the layer and the shapes") {
   using cgr::test::error_message;
   Network net;
@@ -340,14 +483,18 @@ TEST_CASE("layers reject impossible shapes with messages naming the layer and th
   const std::string concat = error_message([&] { net.concat({a, c}, "cat"); });
   CHECK(concat.find("Concat 'cat'") != std::string::npos);
   CHECK(concat.find("1x8x15x16") != std::string::npos);
-  CHECK(error_message([&] { net.conv2d(a, {.out_channels = 6, .kernel = 3, .groups = 4}, "conv"); })
-            .find("Conv2d 'conv': input 1x8x16x16 has 8 channels and out_channels is 6") == 0);
-  CHECK(error_message([&] { net.conv2d(a, {.out_channels = 6, .kernel = 17}, "big"); })
-            .find("Conv2d 'big': input 1x8x16x16 is smaller than the dilated kernel 17") == 0);
-  CHECK(error_message([&] { net.max_pool2d(a, {.kernel = 3, .padding = 3}, "pool"); })
-            .find("MaxPool2d 'pool': padding 3 must be smaller than the kernel 3") == 0);
-  CHECK(error_message([&] { net.global_avg_pool(net.flatten(a, "f"), "gap"); })
-            .find("GlobalAvgPool 'gap': input 'f' has shape 1x2048") == 0);
+  CHECK(error_message([&] {
+          net.conv2d(a, {.out_channels = 6, .kernel = 3, .groups = 4}, "conv");
+        }).find("Conv2d 'conv': input 1x8x16x16 has 8 channels and out_channels is 6") == 0);
+  CHECK(error_message([&] {
+          net.conv2d(a, {.out_channels = 6, .kernel = 17}, "big");
+        }).find("Conv2d 'big': input 1x8x16x16 is smaller than the dilated kernel 17") == 0);
+  CHECK(error_message([&] {
+          net.max_pool2d(a, {.kernel = 3, .padding = 3}, "pool");
+        }).find("MaxPool2d 'pool': padding 3 must be smaller than the kernel 3") == 0);
+  CHECK(error_message([&] {
+          net.global_avg_pool(net.flatten(a, "f"), "gap");
+        }).find("GlobalAvgPool 'gap': input 'f' has shape 1x2048") == 0);
   CHECK(error_message([&] { net.relu(a, "a"); }).find("'a' is used twice") != std::string::npos);
   // The network is still usable after the errors, and nothing half-built was left behind.
   const int layers = net.layer_count();
@@ -361,34 +508,39 @@ TEST_CASE("Clip, Pad2d and Reshape") {
   auto x = random_vector(24, 31, -8.0f, 8.0f);
   x[3] = std::numeric_limits<float>::quiet_NaN();
   SUBCASE("Clip is ReLU6 and keeps NaN") {
-    const auto y = run_network(xs, x, [](Network& n, Value v) {
-      return n.clip(v, {.low = 0.0f, .high = 6.0f}, "relu6");
-    });
+    const auto y = run_network(
+        xs, x, [](Network& n, Value v) { return n.clip(v, {.low = 0.0f, .high = 6.0f}, "relu6"); });
     for (std::size_t i = 0; i < x.size(); ++i) {
-      if (i == 3) CHECK(std::isnan(y[i]));
-      else CHECK(y[i] == std::min(std::max(x[i], 0.0f), 6.0f));
+      if (i == 3)
+        CHECK(std::isnan(y[i]));
+      else
+        CHECK(y[i] == std::min(std::max(x[i], 0.0f), 6.0f));
     }
   }
   SUBCASE("Pad2d puts the planes at (top, left) in zeros") {
-    const auto y = run_network(xs, x, [](Network& n, Value v) {
-      return n.pad2d(v, Padding2d(1, 0, 2, 3), "pad");
-    });
+    const auto y = run_network(
+        xs, x, [](Network& n, Value v) { return n.pad2d(v, Padding2d(1, 0, 2, 3), "pad"); });
     REQUIRE(y.size() == 2 * 6 * 7);
     for (int c = 0; c < 2; ++c)
       for (int h = 0; h < 6; ++h)
         for (int w = 0; w < 7; ++w) {
           const float v = y[static_cast<std::size_t>((c * 6 + h) * 7 + w)];
           const bool inside = h >= 1 && h < 4 && w < 4;
-          const float expected = inside ? x[static_cast<std::size_t>((c * 3 + h - 1) * 4 + w)] : 0.0f;
-          if (std::isnan(expected)) CHECK(std::isnan(v));
-          else CHECK(v == expected);
+          const float expected =
+              inside ? x[static_cast<std::size_t>((c * 3 + h - 1) * 4 + w)] : 0.0f;
+          if (std::isnan(expected))
+            CHECK(std::isnan(v));
+          else
+            CHECK(v == expected);
         }
   }
   SUBCASE("Reshape keeps the data") {
     Network net;
     const Value v = net.input("x", xs);
     CHECK(net.desc(net.reshape(v, {4, 6}, "r")).shape == Shape{4, 6});
-    CHECK(cgr::test::error_message([&] { net.reshape(v, {5, 5}, "bad"); }) ==
+    CHECK(cgr::test::error_message([&] {
+            net.reshape(v, {5, 5}, "bad");
+          }) ==
           "Reshape 'bad': cannot reshape 'x' of shape 1x2x3x4 (24 elements) to 5x5 (25 elements)");
   }
 }
@@ -436,37 +588,56 @@ TEST_CASE("Unary: every function against its definition in double precision, spe
   constexpr float kInfF = std::numeric_limits<float>::infinity();
   const Shape xs{3, 7, 11};
   auto x = random_vector(static_cast<std::size_t>(xs.numel()), 42, -6.0f, 6.0f);
-  const float specials[] = {0.0f, -0.0f, kInfF, -kInfF, std::numeric_limits<float>::quiet_NaN(),
-                            1e-30f, -1e-30f, 30.0f, -30.0f, 100.0f, -100.0f, 1.0f, -3.0f, 3.0f};
+  const float specials[] = {
+      0.0f,    -0.0f,   kInfF, -kInfF, std::numeric_limits<float>::quiet_NaN(),
+      1e-30f,  -1e-30f, 30.0f, -30.0f, 100.0f,
+      -100.0f, 1.0f,    -3.0f, 3.0f};
   std::copy(std::begin(specials), std::end(specials), x.begin());
   // The definitions (PyTorch's where it defines the op), evaluated in double.
   const auto reference = [&](UnaryOp op, double v, double a, double b) -> double {
     switch (op) {
-      case UnaryOp::sigmoid: return 1.0 / (1.0 + std::exp(-v));
-      case UnaryOp::tanh: return std::tanh(v);
-      case UnaryOp::elu: return v > 0 ? v : a * std::expm1(v);
-      case UnaryOp::selu: return b * (v > 0 ? v : a * std::expm1(v));
-      case UnaryOp::hard_sigmoid: return std::isnan(v) ? kNaN : std::clamp(a * v + b, 0.0, 1.0);
-      case UnaryOp::hard_swish: return std::isnan(v) ? kNaN : v * std::clamp(v + 3.0, 0.0, 6.0) / 6.0;
-      case UnaryOp::softplus: return v > 30 ? v : std::log1p(std::exp(v));
-      case UnaryOp::erf: return std::erf(v);
-      case UnaryOp::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      case UnaryOp::sigmoid:
+        return 1.0 / (1.0 + std::exp(-v));
+      case UnaryOp::tanh:
+        return std::tanh(v);
+      case UnaryOp::elu:
+        return v > 0 ? v : a * std::expm1(v);
+      case UnaryOp::selu:
+        return b * (v > 0 ? v : a * std::expm1(v));
+      case UnaryOp::hard_sigmoid:
+        return std::isnan(v) ? kNaN : std::clamp(a * v + b, 0.0, 1.0);
+      case UnaryOp::hard_swish:
+        return std::isnan(v) ? kNaN : v * std::clamp(v + 3.0, 0.0, 6.0) / 6.0;
+      case UnaryOp::softplus:
+        return v > 30 ? v : std::log1p(std::exp(v));
+      case UnaryOp::erf:
+        return std::erf(v);
+      case UnaryOp::gelu:
+        return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
       case UnaryOp::gelu_tanh:
         return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
-      case UnaryOp::silu: return v / (1.0 + std::exp(-v));
-      case UnaryOp::exp: return std::exp(v);
-      case UnaryOp::log: return std::log(v);
-      case UnaryOp::sqrt: return std::sqrt(v);
-      case UnaryOp::neg: return -v;
-      case UnaryOp::abs: return std::abs(v);
-      case UnaryOp::reciprocal: return 1.0 / v;
+      case UnaryOp::silu:
+        return v / (1.0 + std::exp(-v));
+      case UnaryOp::exp:
+        return std::exp(v);
+      case UnaryOp::log:
+        return std::log(v);
+      case UnaryOp::sqrt:
+        return std::sqrt(v);
+      case UnaryOp::neg:
+        return -v;
+      case UnaryOp::abs:
+        return std::abs(v);
+      case UnaryOp::reciprocal:
+        return 1.0 / v;
     }
     return kNaN;
   };
   for (int f = 0; f <= static_cast<int>(UnaryOp::reciprocal); ++f) {
     const auto op = static_cast<UnaryOp>(f);
     CAPTURE(unary_op_name(op));
-    const UnaryParams p = op == UnaryOp::elu ? UnaryParams{op, 0.7f, 0.0f} : UnaryParams::defaults(op);
+    const UnaryParams p =
+        op == UnaryOp::elu ? UnaryParams{op, 0.7f, 0.0f} : UnaryParams::defaults(op);
     const auto y = run_network(xs, x, [&](Network& n, Value v) { return n.unary(v, p, "f"); });
     REQUIRE(y.size() == x.size());
     int wrong = 0;
@@ -499,7 +670,8 @@ TEST_CASE("Unary: every function against its definition in double precision, spe
   CHECK(net.layer(net.producer(s)).attributes() == "alpha 1.6732632 beta 1.050701");
   CHECK(net.layer(net.producer(net.unary(v, {.op = UnaryOp::gelu}, "g"))).label() == "Gelu");
   CHECK(cgr::test::error_message([&] {
-          net.unary(v, {.op = UnaryOp::elu, .alpha = std::numeric_limits<float>::infinity()}, "bad");
+          net.unary(v, {.op = UnaryOp::elu, .alpha = std::numeric_limits<float>::infinity()},
+                    "bad");
         }) == "Elu 'bad': alpha inf and beta 0 must be finite numbers");
   CHECK(cgr::test::error_message([&] { net.unary(v, {.op = static_cast<UnaryOp>(99)}, "bad2"); }) ==
         "Unary 'bad2': unknown function 99");
@@ -589,10 +761,11 @@ TEST_CASE("Binary broadcasts NumPy-style: every function, constants left and rig
   }
   Network net;
   const Value v = net.input("x", Shape{2, 3, 4});
-  CHECK(net.layer(net.producer(net.binary(v, BinaryOp::mul, BinaryConstant{Shape{3, 1}}, "m"))).attributes() ==
-        "right constant 3x1");
-  CHECK(cgr::test::error_message([&] { net.binary(v, BinaryOp::add, BinaryConstant{Shape{3, 3}}, "bad"); }) ==
-        "Add 'bad': shapes 2x3x4 and 3x3 do not broadcast");
+  CHECK(net.layer(net.producer(net.binary(v, BinaryOp::mul, BinaryConstant{Shape{3, 1}}, "m")))
+            .attributes() == "right constant 3x1");
+  CHECK(cgr::test::error_message([&] {
+          net.binary(v, BinaryOp::add, BinaryConstant{Shape{3, 3}}, "bad");
+        }) == "Add 'bad': shapes 2x3x4 and 3x3 do not broadcast");
   CHECK(cgr::test::error_message([&] {
           net.binary(v, BinaryOp::prelu, BinaryConstant{Shape{5, 1, 1, 1}}, "p");
         }) == "PRelu 'p': the slope of shape 5x1x1x1 does not broadcast to x of shape 2x3x4");
@@ -602,14 +775,19 @@ TEST_CASE("Transpose permutes dims") {
   const Shape xs{2, 3, 4};
   const auto x = random_vector(24, 41);
   SUBCASE("Transpose") {
-    const auto y = run_network(xs, x, [](Network& n, Value v) { return n.transpose(v, {2, 0, 1}, "t"); });
+    const auto y = run_network(xs, x, [](Network& n, Value v) {
+      return n.transpose(v, {2, 0, 1}, "t");
+    });
     REQUIRE(y.size() == 24);
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 3; ++b)
-        for (int c = 0; c < 4; ++c) CHECK(y[static_cast<std::size_t>((c * 2 + a) * 3 + b)] == x[static_cast<std::size_t>((a * 3 + b) * 4 + c)]);
+        for (int c = 0; c < 4; ++c)
+          CHECK(y[static_cast<std::size_t>((c * 2 + a) * 3 + b)] ==
+                x[static_cast<std::size_t>((a * 3 + b) * 4 + c)]);
     Network net;
-    CHECK(cgr::test::error_message([&] { net.transpose(net.input("x", xs), {0, 0, 1}, "t"); })
-              .find("Transpose 't': perm [0, 0, 1] is not a permutation") == 0);
+    CHECK(cgr::test::error_message([&] {
+            net.transpose(net.input("x", xs), {0, 0, 1}, "t");
+          }).find("Transpose 't': perm [0, 0, 1] is not a permutation") == 0);
   }
 }
 
@@ -628,13 +806,16 @@ TEST_CASE("Reduce: sum, mean, max, min over any axes, dims kept or dropped, merg
     CHECK(hw.geometry().red_strides[0] == 1);
     CHECK(hw.geometry().out_rank == 1);  // N and C merge too
     CHECK(hw.attributes() == "axes [2, 3] keepdims");
-    CHECK(cgr::test::error_message([&] { net.reduce(v, {ReduceOp::sum, {4}, true}, "bad"); }) ==
-          "ReduceSum 'bad': axis 4 is out of range for 'x' of shape 2x3x4x5");
-    CHECK(cgr::test::error_message([&] { net.reduce(v, {ReduceOp::sum, {1, -3}, true}, "twice"); }) ==
-          "ReduceSum 'twice': axis 1 is listed twice");
+    CHECK(cgr::test::error_message([&] {
+            net.reduce(v, {ReduceOp::sum, {4}, true}, "bad");
+          }) == "ReduceSum 'bad': axis 4 is out of range for 'x' of shape 2x3x4x5");
+    CHECK(cgr::test::error_message([&] {
+            net.reduce(v, {ReduceOp::sum, {1, -3}, true}, "twice");
+          }) == "ReduceSum 'twice': axis 1 is listed twice");
   }
   x[7] = std::numeric_limits<float>::quiet_NaN();  // max and min propagate it
-  const std::vector<std::vector<int>> axis_sets = {{0}, {1}, {3}, {2, 3}, {0, 2}, {1, 3}, {0, 1, 2, 3}, {}};
+  const std::vector<std::vector<int>> axis_sets = {{0},    {1},    {3},          {2, 3},
+                                                   {0, 2}, {1, 3}, {0, 1, 2, 3}, {}};
   for (int f = 0; f <= static_cast<int>(ReduceOp::min); ++f) {
     const auto op = static_cast<ReduceOp>(f);
     for (const auto& axes : axis_sets) {
@@ -644,15 +825,20 @@ TEST_CASE("Reduce: sum, mean, max, min over any axes, dims kept or dropped, merg
         CAPTURE(keep);
         // Naive: for every input element, its output index; accumulate in double.
         std::vector<bool> reduced(4, false);
-        for (int a : axes) reduced[static_cast<std::size_t>(a)] = true;
+        for (int a : axes)
+          reduced[static_cast<std::size_t>(a)] = true;
         std::vector<std::int64_t> out_dims;
-        for (int d = 0; d < 4; ++d) out_dims.push_back(reduced[d] ? 1 : xs[static_cast<std::size_t>(d)]);
+        for (int d = 0; d < 4; ++d)
+          out_dims.push_back(reduced[d] ? 1 : xs[static_cast<std::size_t>(d)]);
         const Shape out_shape(out_dims);
         std::vector<double> acc(static_cast<std::size_t>(out_shape.numel()),
-                                op == ReduceOp::max ? -INFINITY : op == ReduceOp::min ? INFINITY : 0.0);
+                                op == ReduceOp::max   ? -INFINITY
+                                : op == ReduceOp::min ? INFINITY
+                                                      : 0.0);
         std::vector<bool> nan(acc.size(), false);
         std::int64_t count = 1;
-        for (int a : axes) count *= xs[static_cast<std::size_t>(a)];
+        for (int a : axes)
+          count *= xs[static_cast<std::size_t>(a)];
         for (std::int64_t i = 0; i < xs.numel(); ++i) {
           std::int64_t rest = i, o = 0, mul = 1;
           for (int d = 3; d >= 0; --d) {
@@ -675,7 +861,8 @@ TEST_CASE("Reduce: sum, mean, max, min over any axes, dims kept or dropped, merg
             CHECK(std::isnan(y[i]));
             continue;
           }
-          const double expected = op == ReduceOp::mean ? acc[i] / static_cast<double>(count) : acc[i];
+          const double expected =
+              op == ReduceOp::mean ? acc[i] / static_cast<double>(count) : acc[i];
           CHECK(std::abs(y[i] - expected) <= 1e-5 * std::max(1.0, std::abs(expected)));
         }
       }
@@ -703,12 +890,15 @@ TEST_CASE("Slice: ONNX's clamping, negative indices and steps, a gather bit for 
   std::size_t k = 0;
   for (int a : {1, 0})
     for (int b : {4, 2})
-      for (int c : {1, 3, 5}) CHECK(y[k++] == x[static_cast<std::size_t>((a * 5 + b) * 6 + c)]);
+      for (int c : {1, 3, 5})
+        CHECK(y[k++] == x[static_cast<std::size_t>((a * 5 + b) * 6 + c)]);
   Network net;
   const Value v = net.input("x", xs);
   CHECK(net.desc(net.slice(v, {{0}, {0}, {1}, {}}, "empty")).shape == Shape{2, 0, 6});
-  CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {3}, {}}, "bad"); }) ==
-        "Slice 'bad': axis 3 is out of range for 'x' of shape 2x5x6");
-  CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {0}, {0}}, "zero"); }) ==
-        "Slice 'zero': a step of 0 along axis 0");
+  CHECK(cgr::test::error_message([&] {
+          net.slice(v, {{0}, {1}, {3}, {}}, "bad");
+        }) == "Slice 'bad': axis 3 is out of range for 'x' of shape 2x5x6");
+  CHECK(cgr::test::error_message([&] {
+          net.slice(v, {{0}, {1}, {0}, {0}}, "zero");
+        }) == "Slice 'zero': a step of 0 along axis 0");
 }

@@ -20,6 +20,7 @@ using namespace cgr;
 using cgr::test::error_message;
 using cgr::test::OnnxBuilder;
 using cgr::test::random_vector;
+using cgr::test::relative_error;
 
 namespace {
 
@@ -31,7 +32,8 @@ std::vector<float> run(const OnnxModel& model, const std::vector<float>& x,
 
 std::vector<std::string> layer_kinds(const Network& net) {
   std::vector<std::string> kinds;
-  for (int i = 0; i < net.layer_count(); ++i) kinds.emplace_back(net.layer(i).kind());
+  for (int i = 0; i < net.layer_count(); ++i)
+    kinds.emplace_back(net.layer(i).kind());
   return kinds;
 }
 
@@ -55,7 +57,8 @@ TEST_CASE("ONNX Gemm: transB, alpha and beta fold into the Linear weights") {
     for (int r = 0; r < 2; ++r)
       for (int o = 0; o < 4; ++o) {
         double acc = 2.0 * c[o];
-        for (int k = 0; k < 3; ++k) acc += 0.5 * x[r * 3 + k] * (trans_b ? w[o * 3 + k] : w[k * 4 + o]);
+        for (int k = 0; k < 3; ++k)
+          acc += 0.5 * x[r * 3 + k] * (trans_b ? w[o * 3 + k] : w[k * 4 + o]);
         CHECK(y[r * 4 + o] == doctest::Approx(acc).epsilon(1e-6));
       }
   }
@@ -82,12 +85,16 @@ TEST_CASE("ONNX Conv: auto_pad SAME_UPPER, and a Pad node folded into the conv")
   const auto x = random_vector(128, 5);
   Network manual;
   manual.output("y", manual.conv2d(manual.input("x", {1, 2, 8, 8}),
-                                   {.out_channels = 3, .kernel = 3, .stride = 2,
-                                    .padding = Padding2d(2, 3, 1, 2), .bias = false},
+                                   {.out_channels = 3,
+                                    .kernel = 3,
+                                    .stride = 2,
+                                    .padding = Padding2d(2, 3, 1, 2),
+                                    .bias = false},
                                    "w_conv"));
   Weights mw;
   mw.add("w_conv.weight", Tensor(*model.weights.find(layer.name() + ".weight")));
-  const auto expected = Engine::build(manual, mw).create_context().infer({{"x", x}}).output("y").to_vector();
+  const auto expected =
+      Engine::build(manual, mw).create_context().infer({{"x", x}}).output("y").to_vector();
   CHECK(run(model, x) == expected);
 }
 
@@ -131,7 +138,8 @@ TEST_CASE("ONNX LeakyRelu: alpha, its default 0.01, and nothing else") {
     b.output("y");
     const OnnxModel model = b.import();
     CHECK(layer_kinds(model.network) == std::vector<std::string>{"LeakyReLU", "LeakyReLU"});
-    CHECK(run(model, {-2, 3, -0.5f, 0}) == std::vector<float>{-2 * 0.5f * 0.01f, 3, -0.5f * 0.5f * 0.01f, 0});
+    CHECK(run(model, {-2, 3, -0.5f, 0}) ==
+          std::vector<float>{-2 * 0.5f * 0.01f, 3, -0.5f * 0.5f * 0.01f, 0});
   }
   OnnxBuilder odd;
   odd.input("x", {1, 4});
@@ -155,7 +163,8 @@ TEST_CASE("ONNX Softmax before opset 13 normalises over the flattened trailing d
       double expected;
       if (opset == 11) {  // over all 6 values
         double sum = 0;
-        for (float v : x) sum += std::exp(v);
+        for (float v : x)
+          sum += std::exp(v);
         expected = std::exp(x[i]) / sum;
       } else {  // over the 2 values of axis 1
         const int j = i % 3;
@@ -179,7 +188,8 @@ TEST_CASE("ONNX Reshape with 0 and -1; Flatten axis 2; Identity and Constant") {
   OnnxBuilder::attr(f, "axis", std::int64_t{2});
   b.output("y");
   const OnnxModel model = b.import();
-  CHECK(model.network.desc(model.network.find_value(model.network.layer(0).name())).shape == Shape{2, 12});
+  CHECK(model.network.desc(model.network.find_value(model.network.layer(0).name())).shape ==
+        Shape{2, 12});
   CHECK(model.network.desc(model.network.layer_output(2)).shape == Shape{6, 4});
   const auto x = random_vector(24, 9);
   CHECK(run(model, x) == x);
@@ -241,31 +251,36 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
       b.node("Fancy", {"c"}, {"d" + std::to_string(i)}, "f" + std::to_string(i));
     b.output("d6");
     const std::string message = error_message([&] { b.import(); });
-    CHECK(message == "test.onnx: 2 op types are not supported:\n"
-                     "  Fancy (6 nodes: 'f1', 'f2', 'f3', 'f4' and 2 more)\n"
-                     "  Gizmo (1 node: #2)\n"
-                     "supported: " + fmt::format("{}", fmt::join(cgr::supported_onnx_ops(), ", ")));
+    CHECK(message ==
+          "test.onnx: 2 op types are not supported:\n"
+          "  Fancy (6 nodes: 'f1', 'f2', 'f3', 'f4' and 2 more)\n"
+          "  Gizmo (1 node: #2)\n"
+          "supported: " +
+              fmt::format("{}", fmt::join(cgr::supported_onnx_ops(), ", ")));
   }
   SUBCASE("unknown attribute and unsupported attribute values") {
     OnnxBuilder b;
     conv_model(b);
     auto& n = b.node("Conv", {"x", "w"}, {"y"}, "c");
     OnnxBuilder::attr(n, "fancy", std::int64_t{1});
-    CHECK(error_message([&] { b.import(); }) == "test.onnx: node 'c' (Conv): attribute 'fancy' is not supported");
+    CHECK(error_message([&] { b.import(); }) ==
+          "test.onnx: node 'c' (Conv): attribute 'fancy' is not supported");
     OnnxBuilder p;
     p.input("x", {1, 1, 4, 4});
     p.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
     auto& pad = p.node("Pad", {"x", "pads"}, {"y"}, "p");
     OnnxBuilder::attr(pad, "mode", std::string("reflect"));
     p.output("y");
-    CHECK(error_message([&] { p.import(); }) == "test.onnx: node 'p' (Pad): attribute 'mode' 'reflect' is not supported (only constant)");
+    CHECK(error_message([&] { p.import(); }) ==
+          "test.onnx: node 'p' (Pad): attribute 'mode' 'reflect' is not supported (only constant)");
     OnnxBuilder m;
     m.input("x", {1, 1, 4, 4});
     auto& pool = m.node("MaxPool", {"x"}, {"y"}, "mp");
     OnnxBuilder::attr(pool, "kernel_shape", std::vector<std::int64_t>{2, 2});
     OnnxBuilder::attr(pool, "storage_order", std::int64_t{1});
     m.output("y");
-    CHECK(error_message([&] { m.import(); }) == "test.onnx: node 'mp' (MaxPool): attribute 'storage_order' must be 0");
+    CHECK(error_message([&] { m.import(); }) ==
+          "test.onnx: node 'mp' (MaxPool): attribute 'storage_order' must be 0");
   }
   SUBCASE("dynamic shapes need a concrete input shape") {
     OnnxBuilder b;
@@ -284,29 +299,38 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     b.node("Conv", {"x", "w"}, {"y"}, "c");
     const std::string good = b.bytes();
     const std::string cut = good.substr(0, good.size() / 2);
-    CHECK(error_message([&] { import_onnx(std::as_bytes(std::span(cut.data(), cut.size())), "cut.onnx"); }) ==
-          "cut.onnx: not a valid ONNX model (protobuf parsing failed; truncated or not an .onnx file)");
+    CHECK(error_message(
+              [&] { import_onnx(std::as_bytes(std::span(cut.data(), cut.size())), "cut.onnx"); }) ==
+          "cut.onnx: not a valid ONNX model (protobuf parsing failed; truncated or not an .onnx "
+          "file)");
     const std::string garbage = "\x93NUMPY this is not protobuf";
-    CHECK_FALSE(error_message([&] { import_onnx(std::as_bytes(std::span(garbage.data(), garbage.size())), "g.onnx"); }).empty());
+    CHECK_FALSE(error_message([&] {
+                  import_onnx(std::as_bytes(std::span(garbage.data(), garbage.size())), "g.onnx");
+                }).empty());
     for (int opset : {6, 22}) {
       OnnxBuilder old(opset);
       conv_model(old);
       old.node("Conv", {"x", "w"}, {"y"});
-      CHECK(error_message([&] { old.import(); })
-                .find(fmt::format("test.onnx: opset {} is not supported (supported: 7-21)", opset)) == 0);
+      CHECK(error_message([&] {
+              old.import();
+            }).find(fmt::format("test.onnx: opset {} is not supported (supported: 7-21)", opset)) ==
+            0);
     }
     OnnxBuilder bad;
     bad.input("x", {1, 1, 4, 4});
     bad.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f)).mutable_raw_data()->resize(20);
     bad.node("Conv", {"x", "w"}, {"y"});
     bad.output("y");
-    CHECK(error_message([&] { bad.import(); }) == "test.onnx: initializer: tensor 'w' holds 20 bytes of data, expected 36");
+    CHECK(error_message([&] { bad.import(); }) ==
+          "test.onnx: initializer: tensor 'w' holds 20 bytes of data, expected 36");
     OnnxBuilder external;
     external.input("x", {1, 1, 4, 4});
-    external.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f)).set_data_location(::onnx::TensorProto::EXTERNAL);
+    external.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f))
+        .set_data_location(::onnx::TensorProto::EXTERNAL);
     external.node("Conv", {"x", "w"}, {"y"});
     external.output("y");
-    CHECK(error_message([&] { external.import(); }).find("keeps its data in an external file") != std::string::npos);
+    CHECK(error_message([&] { external.import(); }).find("keeps its data in an external file") !=
+          std::string::npos);
     CHECK(error_message([] { import_onnx(std::filesystem::path("/nonexistent/model.onnx")); }) ==
           "/nonexistent/model.onnx: cannot open (No such file or directory)");
   }
@@ -317,18 +341,21 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     b.node("MatMul", {"x", "w"}, {"y"}, "mm");
     b.output("y");
     CHECK(error_message([&] { b.import(); }) ==
-          "test.onnx: node 'mm' (MatMul): B (the weight) 'w' must be a constant (an initializer or a Constant node)");
+          "test.onnx: node 'mm' (MatMul): B (the weight) 'w' must be a constant (an initializer or "
+          "a Constant node)");
   }
   SUBCASE("NaN weights are allowed and propagate") {
     OnnxBuilder b;
     conv_model(b);
     std::vector<float> w(9, 1.0f);
     w[4] = std::numeric_limits<float>::quiet_NaN();
-    b.graph().mutable_initializer(0)->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), 36));
+    b.graph().mutable_initializer(0)->set_raw_data(
+        std::string(reinterpret_cast<const char*>(w.data()), 36));
     b.node("Conv", {"x", "w"}, {"y"});
     const auto y = run(b.import(), std::vector<float>(16, 1.0f));
     REQUIRE(y.size() == 4);
-    for (float v : y) CHECK(std::isnan(v));
+    for (float v : y)
+      CHECK(std::isnan(v));
   }
 }
 
@@ -409,4 +436,64 @@ TEST_CASE("ONNX unary functions become Unary layers with the op's attributes") {
   bad.output("y");
   CHECK(error_message([&] { bad.import(); }) ==
         "test.onnx: node 'g' (Gelu): attribute 'approximate' 'fast' is not none or tanh");
+}
+
+TEST_CASE(
+    "ONNX x * Sigmoid(x) imports as SiLU and x * HardSigmoid(x) as HardSwish: one op with the "
+    "conv") {
+  for (const bool hard : {false, true}) {
+    CAPTURE(hard);
+    OnnxBuilder b;
+    b.input("x", {1, 3, 6, 5});
+    b.floats("w", {4, 3, 3, 3}, random_vector(108, 11));
+    OnnxBuilder::attr(b.node("Conv", {"x", "w"}, {"c"}, "conv"), "pads",
+                      std::vector<std::int64_t>{1, 1, 1, 1});
+    if (hard) {
+      // torch.nn.Hardswish before opset 14: HardSigmoid(alpha 1/6) then Mul.
+      OnnxBuilder::attr(b.node("HardSigmoid", {"c"}, {"g"}, "gate"), "alpha", 1.0f / 6.0f);
+    } else {
+      b.node("Sigmoid", {"c"}, {"g"}, "gate");
+    }
+    b.node("Mul", {"c", "g"}, {"y"}, "act");
+    b.output("y");
+    const OnnxModel model = b.import();
+    const Engine engine = Engine::build(model.network, model.weights);
+    CHECK(engine.info().ops == 1);
+    REQUIRE(engine.op_names().size() == 1);
+    CHECK(engine.op_names()[0].find("+act") != std::string::npos);
+    // The numbers of the conv followed by the two ONNX ops, as the engine runs them unfused.
+    const auto x = random_vector(90, 12);
+    const auto fused = run(model, x);
+    std::vector<float> reference;
+    {
+      Network manual;
+      const Value c =
+          manual.conv2d(manual.input("x", {1, 3, 6, 5}),
+                        {.out_channels = 4, .kernel = 3, .padding = 1, .bias = false}, "conv");
+      const UnaryParams gate = hard ? UnaryParams{UnaryOp::hard_sigmoid, 1.0f / 6.0f, 0.5f}
+                                    : UnaryParams::defaults(UnaryOp::sigmoid);
+      manual.output("y", manual.binary(c, manual.unary(c, gate, "gate"), BinaryOp::mul, "mul"));
+      Weights mw;
+      mw.add("conv.weight", Tensor(*model.weights.find(model.network.layer(0).name() + ".weight")));
+      reference = Engine::build(manual, mw, {.fuse = false})
+                      .create_context()
+                      .infer({{"x", x}})
+                      .output("y")
+                      .to_vector();
+    }
+    if (hard) {
+      CHECK(relative_error(fused, reference) < 1e-6);  // x relu6(x + 3) / 6 vs x hardsigmoid(x)
+    } else {
+      CHECK(fused == reference);  // x * sigmoid(x), the same float operations
+    }
+  }
+  // A gate read by anything else stays a Sigmoid and a Mul.
+  OnnxBuilder b;
+  b.input("x", {1, 4});
+  b.node("Sigmoid", {"x"}, {"g"}, "gate");
+  b.node("Mul", {"x", "g"}, {"y"}, "mul");
+  b.output("y");
+  b.output("g");
+  const OnnxModel model = b.import();
+  CHECK(Engine::build(model.network, model.weights).info().ops == 2);
 }

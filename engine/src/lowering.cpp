@@ -1,37 +1,48 @@
 // Lowering: from the Network's layers to the engine's ops. Keeps only layers that reach an
 // output, binds weights by name (reporting every missing, unexpected or mis-shaped one at
 // once), and fuses chains the kernels run in one pass:
-//   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> ReLU]   and   Add -> ReLU,
-// where each fused intermediate value is read only by the next layer and is not an output.
-// A BatchNorm2d is folded into the weights of the conv before it; a residual Add and a ReLU
-// become the op's epilogue, as far as its layer supports (Layer::supported_epilogue).
+//   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> activation] [-> Mul(squeeze-excitation)]
+//   and   Add -> activation,
+// where each fused intermediate value is read only by the next layer and is not an output,
+// and an activation is a ReLU, LeakyReLU, Clip or Unary layer (SiLU, HardSwish, Sigmoid, ...).
+// A BatchNorm2d is folded into the weights of the conv before it; a residual Add, an
+// activation and the channel Mul of a squeeze-excitation block (an N x C x 1 x 1 result
+// scaling an N x C x H x W tensor) become the op's epilogue, as far as its layer supports
+// (supported_epilogue).
 // A fused op takes the program position of its last layer, so every value it reads
 // (including a residual produced late in program order) is written before it.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "build_steps.hpp"
 #include "cgr/error.hpp"
 #include "cgr/layers/add.hpp"
 #include "cgr/layers/batch_norm2d.hpp"
+#include "cgr/layers/binary.hpp"
+#include "cgr/layers/clip.hpp"
 #include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/leaky_relu.hpp"
 #include "cgr/layers/relu.hpp"
+#include "cgr/layers/unary.hpp"
 
 namespace cgr::detail {
 namespace {
 
 struct NetworkUse {
-  std::vector<bool> live;               // per layer
+  std::vector<bool> live;                   // per layer
   std::vector<std::vector<int>> consumers;  // per value: live layers reading it
-  std::vector<bool> is_output;          // per value
+  std::vector<bool> is_output;              // per value
 };
 
 NetworkUse analyse_use(const Network& net, bool keep_exits) {
   const int layers = net.layer_count();
   int value_count = 0;
-  for (int i = 0; i < layers; ++i) value_count = std::max(value_count, net.layer_output(i).id + 1);
-  for (Value v : net.inputs()) value_count = std::max(value_count, v.id + 1);
+  for (int i = 0; i < layers; ++i)
+    value_count = std::max(value_count, net.layer_output(i).id + 1);
+  for (Value v : net.inputs())
+    value_count = std::max(value_count, v.id + 1);
 
   NetworkUse use;
   use.live.assign(static_cast<std::size_t>(layers), false);
@@ -59,9 +70,47 @@ NetworkUse analyse_use(const Network& net, bool keep_exits) {
   }
   for (int i = 0; i < layers; ++i) {
     if (!use.live[i]) continue;
-    for (Value in : net.layer_inputs(i)) use.consumers[in.id].push_back(i);
+    for (Value in : net.layer_inputs(i))
+      use.consumers[in.id].push_back(i);
   }
   return use;
+}
+
+// The activation a layer computes, when it is one an epilogue can apply.
+std::optional<math::Activation> activation_of(const Layer& layer) {
+  using math::ActivationKind;
+  if (layer_cast<Relu>(layer) != nullptr) return math::Activation{.kind = ActivationKind::relu};
+  if (const auto* leaky = layer_cast<LeakyRelu>(layer)) {
+    return math::Activation{.kind = ActivationKind::leaky_relu,
+                            .alpha = leaky->params().negative_slope};
+  }
+  if (const auto* clip = layer_cast<Clip>(layer)) {
+    return math::Activation{
+        .kind = ActivationKind::clip, .alpha = clip->params().low, .beta = clip->params().high};
+  }
+  if (const auto* unary = layer_cast<Unary>(layer)) {
+    return math::Activation{.kind = ActivationKind::unary,
+                            .unary = unary->params().op,
+                            .alpha = unary->params().alpha,
+                            .beta = unary->params().beta};
+  }
+  return std::nullopt;
+}
+
+// The tensor a squeeze-excitation Mul scales by `gate`: when layer `mul` multiplies an
+// N x C x H x W tensor by the N x C x 1 x 1 value `gate` (two computed operands).
+std::optional<Value> gated_tensor(const Network& net, int mul, Value gate) {
+  const auto* binary = layer_cast<Binary>(net.layer(mul));
+  if (binary == nullptr || binary->op() != BinaryOp::mul || binary->constant()) return std::nullopt;
+  const auto& operands = net.layer_inputs(mul);
+  if (operands[0] == operands[1]) return std::nullopt;
+  const Value scaled = operands[0] == gate ? operands[1] : operands[0];
+  const Shape& g = net.desc(gate).shape;
+  const Shape& x = net.desc(scaled).shape;
+  if (g.rank() != 4 || x.rank() != 4 || g[0] != x[0] || g[1] != x[1] || g[2] != 1 || g[3] != 1) {
+    return std::nullopt;
+  }
+  return scaled;
 }
 
 // Checks the weights against every layer's specs; returns the bound weights per layer.
@@ -91,10 +140,10 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
         continue;
       }
       if (tensor->dtype() != DType::f32) {
-        wrong_dtype.push_back(fmt::format("'{}' is {} but {} '{}' computes in f32 (convert the "
-                                          "checkpoint to float32)",
-                                          name, to_string(tensor->dtype()), layer.label(),
-                                          layer.name()));
+        wrong_dtype.push_back(
+            fmt::format("'{}' is {} but {} '{}' computes in f32 (convert the "
+                        "checkpoint to float32)",
+                        name, to_string(tensor->dtype()), layer.label(), layer.name()));
         continue;
       }
       bound[i].emplace(spec.suffix, tensor);
@@ -113,7 +162,8 @@ std::vector<LayerWeights> bind_weights(const Network& net, const Weights& weight
       message += fmt::format("\n  wrong dtype: {}", fmt::join(wrong_dtype, "; "));
     }
     if (!unexpected.empty()) {
-      message += fmt::format("\n  unexpected (no layer uses them): {}", fmt::join(unexpected, ", "));
+      message +=
+          fmt::format("\n  unexpected (no layer uses them): {}", fmt::join(unexpected, ", "));
     }
     throw Error(message);
   }
@@ -159,7 +209,8 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
     op.name = layer.name();
     op.kind = std::string(layer.label());
     op.layers = {i};
-    for (Value in : net.layer_inputs(i)) op.inputs.push_back(in.id);
+    for (Value in : net.layer_inputs(i))
+      op.inputs.push_back(in.id);
     Value out = net.layer_output(i);
     int last = i;
 
@@ -172,7 +223,7 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
       last = next;
     };
 
-    const Epilogue supported = layer.supported_epilogue();
+    const EpilogueSupport supported = layer.supported_epilogue();
     Epilogue& epilogue = layer_op.epilogue;
     int next = sole_consumer(out);
     if (const auto* conv = layer_cast<Conv2d>(layer)) {
@@ -202,9 +253,22 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
         next = sole_consumer(out);
       }
     }
-    if (supported.relu && next >= 0 && layer_cast<Relu>(net.layer(next)) != nullptr) {
-      epilogue.relu = true;
-      absorb(next);
+    if (next >= 0) {
+      if (const auto activation = activation_of(net.layer(next))) {
+        if (supported.any_activation ||
+            (supported.relu && activation->kind == math::ActivationKind::relu)) {
+          epilogue.activation = *activation;
+          absorb(next);
+          next = sole_consumer(out);
+        }
+      }
+    }
+    if (supported.channel_gate && !epilogue.residual && next >= 0) {
+      if (const auto scaled = gated_tensor(net, next, out)) {
+        op.inputs.push_back(scaled->id);
+        epilogue.gated_plane = net.desc(*scaled).shape[2] * net.desc(*scaled).shape[3];
+        absorb(next);
+      }
     }
     layer_op.layer = &layer;
     layer_op.weights = bound[i];
@@ -216,14 +280,18 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
 
   // Engine values: the network's values (same ids) first; exits and workspaces add theirs.
   int value_count = 0;
-  for (int i = 0; i < net.layer_count(); ++i) value_count = std::max(value_count, net.layer_output(i).id + 1);
-  for (Value v : net.inputs()) value_count = std::max(value_count, v.id + 1);
+  for (int i = 0; i < net.layer_count(); ++i)
+    value_count = std::max(value_count, net.layer_output(i).id + 1);
+  for (Value v : net.inputs())
+    value_count = std::max(value_count, v.id + 1);
   engine.values.assign(static_cast<std::size_t>(value_count), EngineValue{});
-  for (Value v : net.inputs()) engine.values[v.id].desc = net.desc(v);
+  for (Value v : net.inputs())
+    engine.values[v.id].desc = net.desc(v);
   for (int i = 0; i < net.layer_count(); ++i) {
     engine.values[net.layer_output(i).id].desc = net.layer(i).output();
   }
-  for (auto& value : engine.values) value.bytes = value.desc.bytes();
+  for (auto& value : engine.values)
+    value.bytes = value.desc.bytes();
 
   std::vector<LayerOp> layer_ops;
   for (auto& lowered : positioned) {

@@ -1,4 +1,4 @@
-// Add: elementwise, optionally followed by a fused ReLU (the epilogue).
+// Add: elementwise, optionally followed by a fused activation (the epilogue).
 #include "cgr/layers/add.hpp"
 
 #include "cgr/error.hpp"
@@ -13,23 +13,34 @@ namespace {
 
 class AddCpuKernel final : public CpuKernel {
  public:
-  AddCpuKernel(std::int64_t count, bool relu) : count_(static_cast<std::size_t>(count)), relu_(relu) {}
+  AddCpuKernel(std::int64_t count, const math::Activation& activation)
+      : count_(static_cast<std::size_t>(count)), activation_(activation) {}
   void run(const KernelIo& io) const override {
     const float* a = io.inputs[0];
     const float* b = io.inputs[1];
     float* y = io.output;
+    const math::Activation activation = activation_;
     io.pool->parallel_for(count_, 1 << 16, [&](std::size_t begin, std::size_t end) {
-      if (relu_) {
-        for (std::size_t i = begin; i < end; ++i) y[i] = math::relu(a[i] + b[i]);
-      } else {
-        for (std::size_t i = begin; i < end; ++i) y[i] = a[i] + b[i];
+      // No activation and ReLU keep loops the compiler vectorises.
+      switch (activation.kind) {
+        case math::ActivationKind::none:
+          for (std::size_t i = begin; i < end; ++i)
+            y[i] = a[i] + b[i];
+          break;
+        case math::ActivationKind::relu:
+          for (std::size_t i = begin; i < end; ++i)
+            y[i] = math::relu(a[i] + b[i]);
+          break;
+        default:
+          for (std::size_t i = begin; i < end; ++i)
+            y[i] = activation(a[i] + b[i]);
       }
     });
   }
 
  private:
   std::size_t count_;
-  bool relu_;
+  math::Activation activation_;
 };
 
 }  // namespace
@@ -44,7 +55,7 @@ Add::Add(std::string name, const TensorDesc& a, const TensorDesc& b)
 }
 
 std::unique_ptr<CpuKernel> Add::make_cpu_kernel(const LayerOp& op) const {
-  return std::make_unique<AddCpuKernel>(output().shape.numel(), op.epilogue.relu);
+  return std::make_unique<AddCpuKernel>(output().shape.numel(), op.epilogue.activation);
 }
 
 }  // namespace cgr

@@ -2,8 +2,11 @@
 // cpu/conv_cpu.cpp).
 #include "cgr/layers/conv2d.hpp"
 
+#include <algorithm>
+
 #include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
+#include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
 
 namespace cgr {
@@ -16,17 +19,47 @@ class Conv2dCpuKernel final : public CpuKernel {
  public:
   Conv2dCpuKernel(const Conv2dGeometry& geometry, std::span<const float> weight,
                   std::span<const float> bias, const Epilogue& epilogue)
-      : conv_(geometry, weight, bias), epilogue_(epilogue) {}
+      : conv_(geometry, weight, bias),
+        epilogue_(epilogue),
+        gates_(geometry.batch * geometry.out_channels),
+        // The gate follows the im2col panel in the workspace, 64-byte aligned.
+        gate_offset_((conv_.workspace_bytes() + 63) / 64 * 64) {}
 
   void run(const KernelIo& io) const override {
-    conv_.run(io.inputs[0], epilogue_.residual ? io.inputs[1] : nullptr, io.output, io.workspace,
-              epilogue_.relu, io.pool);
+    if (epilogue_.gated_plane == 0) {
+      conv_.run(io.inputs[0], epilogue_.residual ? io.inputs[1] : nullptr, io.output, io.workspace,
+                epilogue_.activation, io.pool);
+      return;
+    }
+    // Squeeze-excitation: the gate (N x C x 1 x 1) into the workspace, then the scaled input.
+    auto* gate =
+        reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(io.workspace) + gate_offset_);
+    conv_.run(io.inputs[0], nullptr, gate, io.workspace, epilogue_.activation, io.pool);
+    const float* scaled = io.inputs[1];
+    float* y = io.output;
+    const std::int64_t plane = epilogue_.gated_plane;
+    const std::size_t grain =
+        static_cast<std::size_t>(std::max<std::int64_t>(1, (1 << 14) / plane));
+    io.pool->parallel_for(
+        static_cast<std::size_t>(gates_), grain, [&](std::size_t begin, std::size_t end) {
+          for (std::size_t g = begin; g < end; ++g) {
+            const float s = gate[g];
+            const std::size_t first = g * static_cast<std::size_t>(plane);
+            for (std::size_t i = first; i < first + static_cast<std::size_t>(plane); ++i)
+              y[i] = scaled[i] * s;
+          }
+        });
   }
-  std::size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+  std::size_t workspace_bytes() const override {
+    if (epilogue_.gated_plane == 0) return conv_.workspace_bytes();
+    return gate_offset_ + static_cast<std::size_t>(gates_) * sizeof(float);
+  }
 
  private:
   cpu::ConvKernelCpu conv_;
   Epilogue epilogue_;
+  std::int64_t gates_;
+  std::size_t gate_offset_;
 };
 
 }  // namespace

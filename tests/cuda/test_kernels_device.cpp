@@ -19,15 +19,15 @@
 #include <vector>
 
 #include "../test_support.hpp"
+#include "cgr/capture/cuda_check.hpp"
 #include "cgr/layers/binary.hpp"
 #include "cgr/layers/conv2d.hpp"
 #include "cgr/layers/element_math.hpp"
-#include "cgr/capture/cuda_check.hpp"
 #include "gpu_op.hpp"
 #include "ops/activation.hpp"
 #include "ops/add.hpp"
-#include "ops/binary.hpp"
 #include "ops/batch_norm2d.hpp"
+#include "ops/binary.hpp"
 #include "ops/concat.hpp"
 #include "ops/exit_decision.hpp"
 #include "ops/global_avg_pool.hpp"
@@ -56,8 +56,7 @@ class DeviceArray {
     CGR_CUDA_CHECK(cudaMalloc(&data_, std::max<std::size_t>(count, 1) * sizeof(T)));
   }
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-    CGR_CUDA_CHECK(
-        cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CGR_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   ~DeviceArray() {
     if (data_ != nullptr) CGR_CUDA_CHECK_NOTHROW(cudaFree(data_));
@@ -110,7 +109,8 @@ std::vector<float> with_specials(std::vector<float> values) {
 }
 
 std::vector<float> random_values(const Shape& shape, unsigned seed, bool specials = true) {
-  auto values = cgr::test::random_vector(static_cast<std::size_t>(shape.numel()), seed, -2.0f, 2.0f);
+  auto values =
+      cgr::test::random_vector(static_cast<std::size_t>(shape.numel()), seed, -2.0f, 2.0f);
   return specials ? with_specials(std::move(values)) : values;
 }
 
@@ -142,9 +142,9 @@ CpuResult cpu_reference(const std::vector<std::pair<Shape, std::vector<float>>>&
 CpuResult cpu_reference(const Shape& shape, const std::vector<float>& input,
                         const std::function<Value(Network&, Value)>& build,
                         const cgr::Weights& weights = {}) {
-  return cpu_reference({{shape, input}},
-                       [&](Network& net, const std::vector<Value>& v) { return build(net, v[0]); },
-                       weights);
+  return cpu_reference(
+      {{shape, input}}, [&](Network& net, const std::vector<Value>& v) { return build(net, v[0]); },
+      weights);
 }
 
 // NaN where the CPU has NaN, the same infinities, and over the finite values
@@ -197,7 +197,8 @@ TEST_CASE("GPU relu, clip and add match the CPU layers bit for bit" *
     {
       INFO("relu");
       finish(kernels::relu(dx.get(), dy.get(), shape.numel(), stream), stream);
-      const auto cpu = cpu_reference(shape, x, [](Network& net, Value v) { return net.relu(v, "r"); });
+      const auto cpu =
+          cpu_reference(shape, x, [](Network& net, Value v) { return net.relu(v, "r"); });
       check_matches(dy.download(), cpu.values, 0.0);
     }
     {
@@ -205,26 +206,32 @@ TEST_CASE("GPU relu, clip and add match the CPU layers bit for bit" *
       const cgr::ClipParams params{.low = -0.5f, .high = 1.25f};
       finish(kernels::clip(dx.get(), dy.get(), shape.numel(), params.low, params.high, stream),
              stream);
-      const auto cpu = cpu_reference(
-          shape, x, [&](Network& net, Value v) { return net.clip(v, params, "c"); });
+      const auto cpu =
+          cpu_reference(shape, x, [&](Network& net, Value v) { return net.clip(v, params, "c"); });
       check_matches(dy.download(), cpu.values, 0.0);
     }
     for (const bool relu : {false, true}) {
       INFO("add, relu ", relu);
-      finish(kernels::add(dx.get(), db.get(), dy.get(), shape.numel(), relu, stream), stream);
-      const auto cpu = cpu_reference({{shape, x}, {shape, b}},
-                                     [&](Network& net, const std::vector<Value>& v) {
-                                       const Value sum = net.add(v[0], v[1], "add");
-                                       return relu ? net.relu(sum, "relu") : sum;
-                                     });
+      const cgr::math::Activation fused =
+          relu ? cgr::math::Activation{.kind = cgr::math::ActivationKind::relu}
+               : cgr::math::Activation{};
+      finish(kernels::add(dx.get(), db.get(), dy.get(), shape.numel(), fused, stream), stream);
+      const auto cpu =
+          cpu_reference({{shape, x}, {shape, b}}, [&](Network& net, const std::vector<Value>& v) {
+            const Value sum = net.add(v[0], v[1], "add");
+            return relu ? net.relu(sum, "relu") : sum;
+          });
       check_matches(dy.download(), cpu.values, 0.0);
     }
     {
       INFO("add + relu in place");
       const DeviceArray<float> inout(x);
-      finish(kernels::add(inout.get(), db.get(), inout.get(), shape.numel(), true, stream), stream);
+      finish(kernels::add(inout.get(), db.get(), inout.get(), shape.numel(),
+                          {.kind = cgr::math::ActivationKind::relu}, stream),
+             stream);
       std::vector<float> expected(n);
-      for (std::size_t i = 0; i < n; ++i) expected[i] = cgr::math::relu(x[i] + b[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        expected[i] = cgr::math::relu(x[i] + b[i]);
       check_matches(inout.download(), expected, 0.0);
     }
   }
@@ -239,7 +246,8 @@ std::vector<float> run_registered_op(const cgr::Layer& layer, const std::vector<
   const cgr::cuda::GpuOpFactory* factory = cgr::cuda::find_gpu_op(layer.kind());
   REQUIRE(factory != nullptr);
   const cgr::LayerOp op{&layer, {}, {}, {}, {}};
-  const std::unique_ptr<cgr::cuda::GpuOp> gpu = (*factory)(cgr::cuda::GpuOpBuild{op, false, nullptr});
+  const std::unique_ptr<cgr::cuda::GpuOp> gpu =
+      (*factory)(cgr::cuda::GpuOpBuild{op, false, nullptr});
   const DeviceArray<float> dx(x);
   DeviceArray<float> dy(static_cast<std::size_t>(layer.output().shape.numel()));
   dy.poison();
@@ -295,8 +303,16 @@ TEST_CASE("GPU Conv2d without a residual: an output buffer full of NaN does not 
         },
         weights);
     const cgr::Conv2d layer("conv", cgr::TensorDesc{"x", shape}, params);
-    const cgr::LayerOp op{&layer, {}, weight, bias, {.residual = false, .relu = relu}};
-    const auto gpu = (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{op, false, cudnn});
+    const cgr::LayerOp op{
+        &layer,
+        {},
+        weight,
+        bias,
+        {.residual = false,
+         .activation = relu ? cgr::math::Activation{.kind = cgr::math::ActivationKind::relu}
+                            : cgr::math::Activation{}}};
+    const auto gpu =
+        (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{op, false, cudnn});
     REQUIRE(gpu->zero_bytes() == cpu.values.size() * sizeof(float));
     const DeviceArray<float> dx(x), zeros(std::vector<float>(cpu.values.size(), 0.0f));
     DeviceArray<float> dy(cpu.values.size()), workspace(gpu->workspace_bytes() / 4 + 1);
@@ -328,9 +344,10 @@ TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, con
       CAPTURE(bs.to_string());
       const auto a = random_values(as, ++seed);
       const auto b = random_values(bs, ++seed, false);
-      const auto cpu = cpu_reference({{as, a}, {bs, b}}, [&](Network& net, const std::vector<Value>& v) {
-        return net.binary(v[0], v[1], op, "f");
-      });
+      const auto cpu =
+          cpu_reference({{as, a}, {bs, b}}, [&](Network& net, const std::vector<Value>& v) {
+            return net.binary(v[0], v[1], op, "f");
+          });
       // powf on the device may differ from the host's in the last bit; the rest is exact.
       const double tolerance = op == cgr::BinaryOp::pow ? 1e-6 : 0.0;
       const DeviceArray<float> da(a), db(b);
@@ -339,7 +356,8 @@ TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, con
         INFO("two computed operands");
         const cgr::Binary layer("f", cgr::TensorDesc{"a", as}, cgr::TensorDesc{"b", bs}, op);
         const cgr::LayerOp lop{&layer, {}, {}, {}, {}};
-        const auto gpu = (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
+        const auto gpu =
+            (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
         dy.poison();
         const float* inputs[] = {da.get(), db.get()};
         gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr, nullptr}, {});
@@ -351,7 +369,8 @@ TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, con
         const cgr::Binary layer("f", cgr::TensorDesc{"a", as}, op, cgr::BinaryConstant{bs});
         const cgr::Tensor constant(bs, b);
         const cgr::LayerOp lop{&layer, {{"constant", &constant}}, {}, {}, {}};
-        const auto gpu = (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
+        const auto gpu =
+            (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
         dy.poison();
         const float* inputs[] = {da.get()};
         gpu->enqueue(stream, cgr::cuda::GpuBuffers{inputs, dy.get(), nullptr, nullptr}, {});
@@ -366,13 +385,15 @@ TEST_CASE("GPU relu covers sizes beyond one sweep of the grid" * doctest::skip(n
   // 2^28 threads per sweep (launch.cuh): this size needs a second trip round the grid-stride loop.
   const std::int64_t n = (std::int64_t{1} << 28) + 1000;
   std::vector<float> x(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
   const Stream stream;
   const DeviceArray<float> dx(x), dy(x.size());
   finish(kernels::relu(dx.get(), dy.get(), n, stream), stream);
   const auto y = dy.download();
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) wrong += y[i] != cgr::math::relu(x[i]) ? 1 : 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    wrong += y[i] != cgr::math::relu(x[i]) ? 1 : 0;
   CHECK(wrong == 0);
 }
 
@@ -385,9 +406,11 @@ TEST_CASE("GPU channel affine matches BatchNorm2d on the CPU" * doctest::skip(no
     const std::int64_t channels = shape[1];
     const auto c = static_cast<std::size_t>(channels);
     cgr::Weights weights;
-    weights.add("bn.weight", cgr::Tensor(Shape{channels}, cgr::test::random_vector(c, ++seed, 0.5f, 2.0f)));
+    weights.add("bn.weight",
+                cgr::Tensor(Shape{channels}, cgr::test::random_vector(c, ++seed, 0.5f, 2.0f)));
     weights.add("bn.bias", cgr::Tensor(Shape{channels}, cgr::test::random_vector(c, ++seed)));
-    weights.add("bn.running_mean", cgr::Tensor(Shape{channels}, cgr::test::random_vector(c, ++seed)));
+    weights.add("bn.running_mean",
+                cgr::Tensor(Shape{channels}, cgr::test::random_vector(c, ++seed)));
     weights.add("bn.running_var",
                 cgr::Tensor(Shape{channels}, cgr::test::random_vector(c, ++seed, 0.1f, 3.0f)));
     const auto x = random_values(shape, ++seed);
@@ -396,10 +419,11 @@ TEST_CASE("GPU channel affine matches BatchNorm2d on the CPU" * doctest::skip(no
 
     // The scale and shift the executor uploads: the layer's own affine map.
     const cgr::BatchNorm2d layer("bn", cgr::TensorDesc{"x", shape}, {});
-    const cgr::ChannelAffine affine = layer.affine({{"weight", weights.find("bn.weight")},
-                                                    {"bias", weights.find("bn.bias")},
-                                                    {"running_mean", weights.find("bn.running_mean")},
-                                                    {"running_var", weights.find("bn.running_var")}});
+    const cgr::ChannelAffine affine =
+        layer.affine({{"weight", weights.find("bn.weight")},
+                      {"bias", weights.find("bn.bias")},
+                      {"running_mean", weights.find("bn.running_mean")},
+                      {"running_var", weights.find("bn.running_var")}});
     const DeviceArray<float> dx(x), dscale(affine.scale), dshift(affine.shift), dy(x.size());
     const std::int64_t plane = shape.numel() / (shape[0] * channels);
     finish(kernels::channel_affine(dx.get(), dscale.get(), dshift.get(), dy.get(), shape[0],
@@ -414,8 +438,8 @@ TEST_CASE("GPU bias + activation epilogue matches the host arithmetic" *
           doctest::skip(no_cuda_device)) {
   const Stream stream;
   unsigned seed = 300;
-  const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {{1, 10}, {3, 1000}, {7, 33},
-                                                                    {64, 1}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {
+      {1, 10}, {3, 1000}, {7, 33}, {64, 1}};
   for (const auto& [rows, cols] : sizes) {
     for (const bool with_bias : {true, false}) {
       for (const bool relu : {false, true}) {
@@ -451,12 +475,12 @@ struct PoolCase {
 // Window geometries both pools share (dilation 1).
 std::vector<PoolCase> common_pool_cases() {
   return {
-      {Shape{1, 3, 112, 112}, {.kernel = 3, .stride = 2, .padding = 1}},       // ResNet stem
+      {Shape{1, 3, 112, 112}, {.kernel = 3, .stride = 2, .padding = 1}},  // ResNet stem
       {Shape{2, 2, 13, 13}, {.kernel = 3, .stride = 2, .ceil_mode = true}},
       {Shape{1, 2, 14, 15}, {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true}},
       {Shape{1, 3, 9, 10}, {.kernel = {2, 3}, .stride = {1, 2}, .padding = {1, 0, 1, 2}}},
-      {Shape{1, 2, 8, 11}, {.kernel = {3, 2}, .stride = {3, 3}, .padding = {2, 1, 0, 1},
-                            .ceil_mode = true}},
+      {Shape{1, 2, 8, 11},
+       {.kernel = {3, 2}, .stride = {3, 3}, .padding = {2, 1, 0, 1}, .ceil_mode = true}},
       {Shape{1, 1, 5, 5}, {.kernel = 5, .stride = 1}},
       {Shape{3, 5, 1, 1}, {.kernel = 1}},
       {Shape{1, 4, 7, 7}, {.kernel = 7}},
@@ -469,8 +493,9 @@ TEST_CASE("GPU max pooling matches MaxPool2d on the CPU, NaN and padding include
           doctest::skip(no_cuda_device)) {
   auto cases = common_pool_cases();
   cases.push_back({Shape{1, 2, 15, 16}, {.kernel = 3, .stride = 1, .padding = 2, .dilation = 2}});
-  cases.push_back({Shape{1, 2, 11, 12},
-                   {.kernel = 3, .stride = 2, .padding = 1, .dilation = {2, 3}, .ceil_mode = true}});
+  cases.push_back(
+      {Shape{1, 2, 11, 12},
+       {.kernel = 3, .stride = 2, .padding = 1, .dilation = {2, 3}, .ceil_mode = true}});
   cases.push_back({Shape{2, 1, 6, 6}, {.kernel = 2, .stride = 1, .padding = 1, .dilation = 4}});
   const Stream stream;
   unsigned seed = 400;
@@ -536,7 +561,8 @@ TEST_CASE("GPU global average pooling matches the CPU (warp and block per plane)
       CAPTURE(specials);
       // Mostly positive inputs (post-ReLU activations) keep the means away from zero, so the
       // relative bound measures the summation, not cancellation.
-      auto x = cgr::test::random_vector(static_cast<std::size_t>(shape.numel()), ++seed, -0.2f, 1.0f);
+      auto x =
+          cgr::test::random_vector(static_cast<std::size_t>(shape.numel()), ++seed, -0.2f, 1.0f);
       if (specials) x = with_specials(std::move(x));
       const auto cpu = cpu_reference(
           shape, x, [](Network& net, Value v) { return net.global_avg_pool(v, "gap"); });
@@ -559,7 +585,8 @@ TEST_CASE("GPU concat, one part per input, matches Concat on the CPU" *
   };
   const std::vector<ConcatCase> cases = {
       {{Shape{2, 3, 4, 5}, Shape{2, 1, 4, 5}, Shape{2, 6, 4, 5}}, 1},
-      {{Shape{1, 64, 28, 28}, Shape{1, 128, 28, 28}, Shape{1, 32, 28, 28}, Shape{1, 32, 28, 28}}, 1},
+      {{Shape{1, 64, 28, 28}, Shape{1, 128, 28, 28}, Shape{1, 32, 28, 28}, Shape{1, 32, 28, 28}},
+       1},
       {{Shape{3, 7}, Shape{3, 1}, Shape{3, 40}}, -1},
       {{Shape{2, 3}, Shape{5, 3}}, 0},
       {{Shape{2, 3, 5}}, 2},
@@ -570,14 +597,16 @@ TEST_CASE("GPU concat, one part per input, matches Concat on the CPU" *
     CAPTURE(c.shapes[0].to_string());
     CAPTURE(c.axis);
     std::vector<std::pair<Shape, std::vector<float>>> inputs;
-    for (const Shape& s : c.shapes) inputs.emplace_back(s, random_values(s, ++seed));
+    for (const Shape& s : c.shapes)
+      inputs.emplace_back(s, random_values(s, ++seed));
     const auto cpu = cpu_reference(inputs, [&](Network& net, const std::vector<Value>& v) {
       return net.concat(v, "cat", c.axis);
     });
     const int rank = static_cast<int>(cpu.shape.rank());
     const int axis = c.axis < 0 ? c.axis + rank : c.axis;
     std::int64_t outer = 1;
-    for (int d = 0; d < axis; ++d) outer *= cpu.shape[static_cast<std::size_t>(d)];
+    for (int d = 0; d < axis; ++d)
+      outer *= cpu.shape[static_cast<std::size_t>(d)];
     const std::int64_t out_block = cpu.shape.numel() / outer;
     DeviceArray<float> dy(cpu.values.size());
     dy.poison();
@@ -597,7 +626,8 @@ TEST_CASE("GPU concat takes 64-bit indices past 2^30 floats" * doctest::skip(no_
   // 4 GiB in, 4 GiB out: the int64 flavour of the index-splitting kernels (launch.cuh).
   const std::int64_t block = (std::int64_t{1} << 30) + 5, offset = 3, out_block = block + offset;
   std::vector<float> x(static_cast<std::size_t>(block));
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 4093);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i % 4093);
   const Stream stream;
   const DeviceArray<float> dx(x);
   DeviceArray<float> dy(static_cast<std::size_t>(out_block));
@@ -605,7 +635,8 @@ TEST_CASE("GPU concat takes 64-bit indices past 2^30 floats" * doctest::skip(no_
   finish(kernels::concat_part(dx.get(), dy.get(), 1, block, out_block, offset, stream), stream);
   const auto y = dy.download();
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) wrong += y[i + offset] != x[i] ? 1 : 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    wrong += y[i + offset] != x[i] ? 1 : 0;
   CHECK(wrong == 0);
   CHECK(std::isnan(y[0]));  // before the offset: untouched
 }
@@ -633,12 +664,15 @@ TEST_CASE("GPU softmax matches Softmax on the CPU (warp rows and strided rows)" 
   for (const SoftmaxCase& c : cases) {
     CAPTURE(c.shape.to_string());
     CAPTURE(c.axis);
-    auto x = cgr::test::random_vector(static_cast<std::size_t>(c.shape.numel()), ++seed, -20.0f, 20.0f);
+    auto x =
+        cgr::test::random_vector(static_cast<std::size_t>(c.shape.numel()), ++seed, -20.0f, 20.0f);
     const int rank = static_cast<int>(c.shape.rank());
     const int axis = c.axis < 0 ? c.axis + rank : c.axis;
     std::int64_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; ++d) outer *= c.shape[static_cast<std::size_t>(d)];
-    for (int d = axis + 1; d < rank; ++d) inner *= c.shape[static_cast<std::size_t>(d)];
+    for (int d = 0; d < axis; ++d)
+      outer *= c.shape[static_cast<std::size_t>(d)];
+    for (int d = axis + 1; d < rank; ++d)
+      inner *= c.shape[static_cast<std::size_t>(d)];
     const std::int64_t length = c.shape[static_cast<std::size_t>(axis)];
     // A NaN in the first row, +inf in the last: both rows turn NaN (inf - inf), the rest not.
     if (x.size() >= 4) {
@@ -707,7 +741,8 @@ TEST_CASE("GPU transpose matches Transpose on the CPU" * doctest::skip(no_cuda_d
     const auto x = random_values(c.shape, ++seed);
     const auto cpu = cpu_reference(
         c.shape, x, [&](Network& net, Value v) { return net.transpose(v, c.perm, "t"); });
-    const cgr::TransposeGeometry g = cgr::Transpose("t", cgr::TensorDesc{"x", c.shape}, c.perm).geometry();
+    const cgr::TransposeGeometry g =
+        cgr::Transpose("t", cgr::TensorDesc{"x", c.shape}, c.perm).geometry();
     const DeviceArray<float> dx(x);
     DeviceArray<float> dy(x.size());
     dy.poison();
@@ -734,9 +769,12 @@ std::vector<float> exit_logits(std::int64_t batch, std::int64_t classes, ExitSce
 
 const char* scenario_name(ExitScenario s) {
   switch (s) {
-    case ExitScenario::confident: return "confident";
-    case ExitScenario::one_not_confident: return "one sample not confident";
-    case ExitScenario::nan: return "NaN logit";
+    case ExitScenario::confident:
+      return "confident";
+    case ExitScenario::one_not_confident:
+      return "one sample not confident";
+    case ExitScenario::nan:
+      return "NaN logit";
   }
   return "?";
 }
@@ -749,8 +787,8 @@ TEST_CASE("GPU exit decision matches the CPU's confidences and firing rule" *
           doctest::skip(no_cuda_device)) {
   const Stream stream;
   unsigned seed = 1100;
-  const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {{1, 10}, {4, 1000}, {9, 33},
-                                                                    {1, 1000}, {3, 2}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {
+      {1, 10}, {4, 1000}, {9, 33}, {1, 1000}, {3, 2}};
   for (const auto& [batch, classes] : sizes) {
     for (const ExitScenario scenario :
          {ExitScenario::confident, ExitScenario::one_not_confident, ExitScenario::nan}) {
@@ -770,8 +808,8 @@ TEST_CASE("GPU exit decision matches the CPU's confidences and firing rule" *
       DeviceArray<float> dconfidence(expected.size());
       dconfidence.poison();
       const DeviceArray<int> dfired(std::vector<int>{7});
-      finish(kernels::exit_decision(dlogits.get(), dconfidence.get(), dfired.get(), batch,
-                                    classes, kThreshold, false, 0, stream),
+      finish(kernels::exit_decision(dlogits.get(), dconfidence.get(), dfired.get(), batch, classes,
+                                    kThreshold, false, 0, stream),
              stream);
       check_matches(dconfidence.download(), expected, 1e-5);
       CHECK(dfired.download()[0] == (cpu_fired ? 1 : 0));
@@ -781,8 +819,8 @@ TEST_CASE("GPU exit decision matches the CPU's confidences and firing rule" *
     INFO("an empty batch never fires");
     const DeviceArray<float> dlogits(1), dconfidence(1);
     const DeviceArray<int> dfired(std::vector<int>{7});
-    finish(kernels::exit_decision(dlogits.get(), dconfidence.get(), dfired.get(), 0, 10,
-                                  kThreshold, false, 0, stream),
+    finish(kernels::exit_decision(dlogits.get(), dconfidence.get(), dfired.get(), 0, 10, kThreshold,
+                                  false, 0, stream),
            stream);
     CHECK(dfired.download()[0] == 0);
   }

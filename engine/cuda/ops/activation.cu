@@ -1,5 +1,6 @@
-// Elementwise activations: ReLU, Clip, LeakyReLU, and the functions of the Unary layer. Memory bound: one thread per element in a
-// grid-stride loop over a function object from cgr/layers/element_math.hpp (see activation.hpp).
+// Elementwise activations: ReLU, Clip, LeakyReLU, and the functions of the Unary layer. Memory
+// bound: one thread per element in a grid-stride loop over a function object from
+// cgr/layers/element_math.hpp (see activation.hpp).
 #include "activation.hpp"
 
 #include "cgr/layers/clip.hpp"
@@ -22,7 +23,8 @@ __global__ void unary_kernel(const float* x, float* y, std::int64_t n, Fn fn) {
 
 template <typename Fn>
 KernelLaunch describe_unary(const float* x, float* y, std::int64_t n, Fn fn) {
-  if (n < 0) return KernelLaunch::refused(cudaErrorInvalidValue, "elementwise: a negative element count");
+  if (n < 0)
+    return KernelLaunch::refused(cudaErrorInvalidValue, "elementwise: a negative element count");
   if (n == 0) return KernelLaunch{};
   return detail::describe(unary_kernel<Fn>, detail::blocks_for(n), detail::kThreads, 0, x, y, n,
                           fn);
@@ -66,6 +68,11 @@ KernelLaunch describe_relu(const float* x, float* y, std::int64_t n) {
 
 KernelLaunch describe_clip(const float* x, float* y, std::int64_t n, float low, float high) {
   return describe_unary(x, y, n, math::ClipFn{low, high});
+}
+
+KernelLaunch describe_activation(const float* x, float* y, std::int64_t n,
+                                 const math::Activation& activation) {
+  return describe_unary(x, y, n, activation);
 }
 
 }  // namespace cgr::cuda

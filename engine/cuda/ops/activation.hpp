@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cgr/layers/element_math.hpp"
 #include "kernel_launch.hpp"
 
 namespace cgr::cuda {
@@ -22,6 +23,15 @@ KernelLaunch describe_clip(const float* x, float* y, std::int64_t n, float low, 
 inline cudaError_t clip(const float* x, float* y, std::int64_t n, float low, float high,
                         cudaStream_t stream) {
   return launch(describe_clip(x, y, n, low, high), stream);
+}
+
+// A fused activation of another op (math::Activation: ReLU, LeakyReLU, Clip or a Unary
+// function), e.g. over a cuDNN convolution's output in place, when cuDNN cannot fuse it.
+KernelLaunch describe_activation(const float* x, float* y, std::int64_t n,
+                                 const math::Activation& activation);
+inline cudaError_t activation(const float* x, float* y, std::int64_t n, const math::Activation& fn,
+                              cudaStream_t stream) {
+  return launch(describe_activation(x, y, n, fn), stream);
 }
 
 }  // namespace cgr::cuda

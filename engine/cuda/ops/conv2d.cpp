@@ -1,6 +1,10 @@
-// Conv2d (with BatchNorm folded in, an optional residual and an optional ReLU) as one cuDNN
-// call: cudnnConvolutionBiasActivationForward computes act(conv(x) + z + bias). The legacy
-// API is deprecated in cuDNN 9 but works and is captured by the major frameworks; it stays
+// Conv2d (with BatchNorm folded in, an optional residual and an optional activation) as one
+// cuDNN call: cudnnConvolutionBiasActivationForward computes act(conv(x) + z + bias). It fuses
+// ReLU (and IDENTITY) only, so any other activation (SiLU, HardSwish, LeakyReLU, Clip, ...)
+// follows as cgr's activation kernel over the output in place, inside the same op. A fused
+// squeeze-excitation Mul (Epilogue::gated_plane) keeps the conv's N x C x 1 x 1 result in the
+// workspace as the gate and scales the op's last input by it with cgr's broadcast kernel. The
+// legacy API is deprecated in cuDNN 9 but works and is captured by the major frameworks; it stays
 // behind this one op so the backend API can replace it.
 //
 // Descriptors, algorithm and workspace size are fixed when the op is made; enqueue() only
@@ -10,6 +14,8 @@
 #include <memory>
 #include <vector>
 
+#include "activation.hpp"
+#include "binary.hpp"
 #include "cgr/error.hpp"
 #include "cgr/layers/conv2d.hpp"
 #include "device_memory.hpp"
@@ -33,8 +39,10 @@ struct CudnnDescriptor {
 
 using TensorDescriptor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 using FilterDescriptor = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
-using ConvDescriptor = CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
-using ActivationDescriptor = CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+using ConvDescriptor =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+using ActivationDescriptor =
+    CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
 
 int to_int(std::int64_t value, const Conv2d& conv) {
   if (value < 0 || value > (std::int64_t{1} << 31) - 1) {
@@ -46,7 +54,9 @@ int to_int(std::int64_t value, const Conv2d& conv) {
 class CudnnConvOp final : public GpuOp {
  public:
   CudnnConvOp(const Conv2d& conv, const LayerOp& op, const GpuOpBuild& options)
-      : residual_(op.epilogue.residual) {
+      : residual_(op.epilogue.residual), activation_after_(op.epilogue.activation) {
+    const bool relu = op.epilogue.relu();
+    if (relu) activation_after_ = {};
     const Conv2dGeometry& g = conv.geometry();
     auto i = [&](std::int64_t v) { return to_int(v, conv); };
 
@@ -58,21 +68,25 @@ class CudnnConvOp final : public GpuOp {
       conv_h = g.in_h + g.pad_top + g.pad_bottom;
       conv_w = g.in_w + g.pad_left + g.pad_right;
       pad_h = pad_w = 0;
-      pad_geometry_ = {g.batch * g.in_channels, g.in_h, g.in_w, conv_h, conv_w, g.pad_top, g.pad_left};
-      padded_bytes_ = static_cast<std::size_t>(g.batch * g.in_channels * conv_h * conv_w) * sizeof(float);
+      pad_geometry_ = {
+          g.batch * g.in_channels, g.in_h, g.in_w, conv_h, conv_w, g.pad_top, g.pad_left};
+      padded_bytes_ =
+          static_cast<std::size_t>(g.batch * g.in_channels * conv_h * conv_w) * sizeof(float);
       padded_bytes_ = (padded_bytes_ + 255) / 256 * 256;
     }
 
     CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_.handle));
-    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.batch),
-                                               i(g.in_channels), i(conv_h), i(conv_w)));
+    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                               i(g.batch), i(g.in_channels), i(conv_h), i(conv_w)));
     CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_.handle));
-    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.batch),
-                                               i(g.out_channels), i(g.out_h), i(g.out_w)));
-    output_bytes_ = static_cast<std::size_t>(g.batch * g.out_channels * g.out_h * g.out_w) * sizeof(float);
+    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                               i(g.batch), i(g.out_channels), i(g.out_h),
+                                               i(g.out_w)));
+    output_bytes_ =
+        static_cast<std::size_t>(g.batch * g.out_channels * g.out_h * g.out_w) * sizeof(float);
     CGR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc_.handle));
-    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_.handle, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                               i(g.out_channels), 1, 1));
+    CGR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_.handle, CUDNN_TENSOR_NCHW,
+                                               CUDNN_DATA_FLOAT, 1, i(g.out_channels), 1, 1));
     CGR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_.handle));
     CGR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_.handle, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                                i(g.out_channels), i(g.in_channels / g.groups),
@@ -86,14 +100,15 @@ class CudnnConvOp final : public GpuOp {
     CGR_CUDNN_CHECK(cudnnSetConvolutionMathType(
         conv_.handle, options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     int n = 0, c = 0, h = 0, w = 0;
-    CGR_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_.handle, x_.handle, w_.handle, &n, &c, &h, &w));
+    CGR_CUDNN_CHECK(
+        cudnnGetConvolution2dForwardOutputDim(conv_.handle, x_.handle, w_.handle, &n, &c, &h, &w));
     if (n != g.batch || c != g.out_channels || h != g.out_h || w != g.out_w) {
       fail("Conv2d '{}': cuDNN computes an output of {}x{}x{}x{}, cgr {}", conv.name(), n, c, h, w,
            conv.output().shape.to_string());
     }
     CGR_CUDNN_CHECK(cudnnCreateActivationDescriptor(&activation_.handle));
     CGR_CUDNN_CHECK(cudnnSetActivationDescriptor(
-        activation_.handle, op.epilogue.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+        activation_.handle, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
         CUDNN_PROPAGATE_NAN, 0.0));
 
     // The fused call accepts IDENTITY only with IMPLICIT_PRECOMP_GEMM; with ReLU take
@@ -101,13 +116,12 @@ class CudnnConvOp final : public GpuOp {
     // GEMM algorithms: FFT and Winograd round differently from a direct convolution and FFT's
     // workspaces run to hundreds of MiB, one per op.
     algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-    if (op.epilogue.relu) {
+    if (relu) {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
-      CGR_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(options.cudnn, x_.handle, w_.handle,
-                                                             conv_.handle, y_.handle,
-                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                             &returned, perf));
+      CGR_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+          options.cudnn, x_.handle, w_.handle, conv_.handle, y_.handle,
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
       for (int k = 0; k < returned; ++k) {
         const bool gemm = perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
                           perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
@@ -123,6 +137,14 @@ class CudnnConvOp final : public GpuOp {
     CGR_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(options.cudnn, x_.handle, w_.handle,
                                                             conv_.handle, y_.handle, algorithm_,
                                                             &cudnn_workspace_));
+    if (op.epilogue.gated_plane > 0) {
+      // The gate after cuDNN's workspace, 256-byte aligned like every arena offset.
+      gate_offset_ = padded_bytes_ + (cudnn_workspace_ + 255) / 256 * 256;
+      gate_bytes_ = (output_bytes_ + 255) / 256 * 256;
+      const std::int64_t planes = g.batch * g.out_channels;
+      gate_geometry_ = broadcast_geometry(Shape{planes, op.epilogue.gated_plane},
+                                          Shape{planes, op.epilogue.gated_plane}, Shape{planes, 1});
+    }
 
     weight_ = std::make_unique<DeviceFloats>(op.folded_weight);
     // The fused call needs a bias: zeros when the conv has none and no BatchNorm was folded.
@@ -131,7 +153,9 @@ class CudnnConvOp final : public GpuOp {
     bias_ = std::make_unique<DeviceFloats>(full_bias);
   }
 
-  std::size_t workspace_bytes() const override { return padded_bytes_ + cudnn_workspace_; }
+  std::size_t workspace_bytes() const override {
+    return gate_bytes_ > 0 ? gate_offset_ + gate_bytes_ : padded_bytes_ + cudnn_workspace_;
+  }
   // Without a residual, z is a zero tensor of the output's shape.
   std::size_t zero_bytes() const override { return residual_ ? 0 : output_bytes_; }
 
@@ -147,17 +171,31 @@ class CudnnConvOp final : public GpuOp {
     const float residual_scale = residual_ ? 1.0f : 0.0f;
     // Without a residual, z is read with a zero scale; it must not be y, whose previous
     // contents may be NaN (0 * NaN is NaN wherever cuDNN does not skip the term).
-    const void* z = residual_ ? static_cast<const void*>(b.inputs[1]) : static_cast<const void*>(b.zeros);
-    if (z == nullptr) fail("Conv2d: no zero buffer bound for z (the executor binds GpuBuffers::zeros)");
+    const void* z =
+        residual_ ? static_cast<const void*>(b.inputs[1]) : static_cast<const void*>(b.zeros);
+    if (z == nullptr)
+      fail("Conv2d: no zero buffer bound for z (the executor binds GpuBuffers::zeros)");
+    // The conv's result: the op's output, or the squeeze-excitation gate in the workspace.
+    float* result = gate_bytes_ > 0 ? reinterpret_cast<float*>(workspace + gate_offset_) : b.output;
     CGR_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
         h.cudnn, &one, x_.handle, x, w_.handle, weight_->get(), conv_.handle, algorithm_,
         cudnn_workspace_ > 0 ? workspace + padded_bytes_ : nullptr, cudnn_workspace_,
         &residual_scale, y_.handle, z, bias_desc_.handle, bias_->get(), activation_.handle,
-        y_.handle, b.output));
+        y_.handle, result));
+    if (activation_after_.kind != math::ActivationKind::none) {
+      const auto n = static_cast<std::int64_t>(output_bytes_ / sizeof(float));
+      CGR_CUDA_CHECK(activation(result, result, n, activation_after_, stream));
+    }
+    if (gate_bytes_ > 0) {
+      CGR_CUDA_CHECK(binary(BinaryOp::mul, b.inputs[1], result, b.output, gate_geometry_, stream));
+    }
   }
 
  private:
   bool residual_;
+  math::Activation activation_after_;             // applied by cgr's kernel: cuDNN fuses ReLU only
+  std::size_t gate_offset_ = 0, gate_bytes_ = 0;  // squeeze-excitation gate in the workspace
+  BroadcastGeometry gate_geometry_;
   std::size_t output_bytes_ = 0;
   bool explicit_pad_ = false;
   Pad2dGeometry pad_geometry_;

@@ -85,6 +85,24 @@ class Importer {
   void add_weight(const std::string& layer, const std::string& suffix, const Shape& shape,
                   std::vector<float> values);
 
+  // Consumers of tensor `name` in the graph (graph outputs count as one each).
+  int consumers(const std::string& name) const {
+    const auto it = consumers_.find(name);
+    return it == consumers_.end() ? 0 : it->second;
+  }
+  // The Sigmoid / HardSigmoid nodes seen so far, by output: x * sigmoid(x) (SiLU as exporters
+  // write it) and x * hard_sigmoid(x) (HardSwish before opset 14) import as one function of x,
+  // which a convolution can then fuse as its activation.
+  struct Gate {
+    std::string input;
+    UnaryParams params;
+  };
+  void note_gate(const std::string& output, Gate gate) { gates_[output] = std::move(gate); }
+  const Gate* gate(const std::string& name) const {
+    const auto it = gates_.find(name);
+    return it == gates_.end() ? nullptr : &it->second;
+  }
+
   // Checks that outputs past the first are unused (BatchNorm stats, MaxPool indices, masks).
   void only_first_output(const ::onnx::NodeProto& node, const std::string& label);
   static void need_inputs(const ::onnx::NodeProto& node, const std::string& label, int low,
@@ -117,6 +135,7 @@ class Importer {
   std::map<std::string, PendingPad> pads_;
   std::map<std::string, int> consumers_;
   std::map<std::string, std::string> producers_;  // tensor -> the node that wrote it
+  std::map<std::string, Gate> gates_;
   std::set<std::string> taken_names_;
 };
 

@@ -3,6 +3,7 @@
 // Sqrt, Neg, Abs, Reciprocal), and the Binary ones with NumPy broadcasting (Add, Sub, Mul, Div,
 // Pow, PRelu; variadic Sum, Mean, Max, Min as chains), either operand computed or constant.
 #include <limits>
+#include <optional>
 
 #include "cgr/error.hpp"
 #include "onnx/importer.hpp"
@@ -75,11 +76,38 @@ Value binary_of(Importer& im, const std::string& a_name, const std::string& b_na
   return y;
 }
 
+// x * sigmoid(x) as SiLU and x * hard_sigmoid(x) (alpha 1/6, beta 1/2) as HardSwish, when
+// the gate is read by this Mul alone: one elementwise function of x, which the engine can fuse
+// into the convolution that produces x. The gate's layer is left unread and pruned. nullopt
+// when the operands are not such a pair.
+std::optional<UnaryParams> gated_function(const Importer& im, const std::string& x,
+                                          const std::string& gate_name) {
+  const Importer::Gate* gate = im.gate(gate_name);
+  if (gate == nullptr || gate->input != x || im.consumers(gate_name) != 1) return std::nullopt;
+  if (gate->params.op == UnaryOp::sigmoid) return UnaryParams::defaults(UnaryOp::silu);
+  // HardSigmoid(alpha 1/6, beta 1/2) is exactly torch's Hardswish gate (relu6(x + 3) / 6).
+  if (gate->params.op == UnaryOp::hard_sigmoid && gate->params.alpha == 1.0f / 6.0f &&
+      gate->params.beta == 0.5f) {
+    return UnaryParams::defaults(UnaryOp::hard_swish);
+  }
+  return std::nullopt;
+}
+
 template <BinaryOp Op>
-void import_binary(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+void import_binary(Importer& im, const ::onnx::NodeProto& node, int index,
+                   const std::string& label) {
   // Opsets before 7 had broadcast/axis attributes; 7 and later broadcast NumPy-style.
   Attributes attrs(node, label, {});
   Importer::need_inputs(node, label, 2, 2);
+  if constexpr (Op == BinaryOp::mul) {
+    for (int x = 0; x < 2; ++x) {
+      if (im.is_constant(node.input(x))) continue;
+      if (const auto fn = gated_function(im, node.input(x), node.input(1 - x))) {
+        return im.bind(node.output(0), im.network().unary(im.value(node.input(x), label), *fn,
+                                                          im.layer_name(node, index)));
+      }
+    }
+  }
   im.bind(node.output(0),
           binary_of(im, node.input(0), node.input(1), Op, im.layer_name(node, index), label));
 }
@@ -94,22 +122,24 @@ void import_variadic(Importer& im, const ::onnx::NodeProto& node, int index,
   if (node.input_size() == 1 && !kMean) return im.alias(node.output(0), node.input(0), label);
   std::string acc = node.input(0);
   for (int i = 1; i < node.input_size(); ++i) {
-    const std::string step = node.input_size() == 2 && !kMean ? name : fmt::format("{}.{}", name, i);
+    const std::string step =
+        node.input_size() == 2 && !kMean ? name : fmt::format("{}.{}", name, i);
     const std::string tensor = fmt::format("{}#{}", node.output(0), i);
     im.bind(tensor, binary_of(im, acc, node.input(i), Op, step, label));
     acc = tensor;
   }
   if (kMean) {
     const Value sum = im.value(acc, label);
-    const Value mean = im.network().binary(sum, BinaryOp::div, BinaryConstant{Shape{}}, name + ".mean");
-    im.add_weight(name + ".mean", "constant", Shape{},
-                  {static_cast<float>(node.input_size())});
+    const Value mean =
+        im.network().binary(sum, BinaryOp::div, BinaryConstant{Shape{}}, name + ".mean");
+    im.add_weight(name + ".mean", "constant", Shape{}, {static_cast<float>(node.input_size())});
     return im.bind(node.output(0), mean);
   }
   im.alias(node.output(0), acc, label);
 }
 
-void import_prelu(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+void import_prelu(Importer& im, const ::onnx::NodeProto& node, int index,
+                  const std::string& label) {
   Attributes attrs(node, label, {});
   Importer::need_inputs(node, label, 2, 2);
   if (im.is_constant(node.input(0))) fail("{}: X must be a computed tensor", label);
@@ -119,7 +149,8 @@ void import_prelu(Importer& im, const ::onnx::NodeProto& node, int index, const 
 
 // One ONNX op of the Unary layer; its attributes are the function's alpha and beta.
 template <UnaryOp Op>
-void import_unary(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+void import_unary(Importer& im, const ::onnx::NodeProto& node, int index,
+                  const std::string& label) {
   UnaryParams p = UnaryParams::defaults(Op);
   if constexpr (Op == UnaryOp::elu) {
     Attributes attrs(node, label, {"alpha"});
@@ -144,6 +175,9 @@ void import_unary(Importer& im, const ::onnx::NodeProto& node, int index, const 
     Attributes attrs(node, label, {});
   }
   Importer::need_inputs(node, label, 1, 1);
+  if constexpr (Op == UnaryOp::sigmoid || Op == UnaryOp::hard_sigmoid) {
+    im.note_gate(node.output(0), {node.input(0), p});
+  }
   im.bind(node.output(0),
           im.network().unary(im.value(node.input(0), label), p, im.layer_name(node, index)));
 }

@@ -324,7 +324,11 @@ void ConvKernelCpu::im2col_strip(const float* group_input, std::int64_t strip, f
 }
 
 void ConvKernelCpu::run(const float* input, const float* residual, float* output, float* workspace,
-                        bool relu, ThreadPool* pool) const {
+                        const math::Activation& activation, ThreadPool* pool) const {
+  // ReLU runs in the micro-kernel's registers; any other activation over each stored tile.
+  const bool relu = activation.kind == math::ActivationKind::relu;
+  const math::Activation* other_activation =
+      activation.kind == math::ActivationKind::none || relu ? nullptr : &activation;
   const ConvGeometry& g = geometry_;
   if (columns_ == 0 || g.batch == 0) return;
   const std::int64_t mr = kernel_->mr;
@@ -388,6 +392,7 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
       p.residual = res ? res + group * group_m_ * columns_ : nullptr;
       p.ldr = columns_;
       p.relu = relu;
+      p.activation = other_activation;
       return p;
     };
     auto group_input = [&](std::int64_t group) {

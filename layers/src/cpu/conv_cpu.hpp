@@ -33,11 +33,12 @@ class ConvKernelCpu {
   // plan owns it), 64-byte aligned for best speed.
   std::size_t workspace_bytes() const;
 
-  // output[n, oc, oh, ow] = act(conv + bias[oc] + residual[n, oc, oh, ow]), act = ReLU
-  // (cgr::math::relu) when relu is true. residual may be null. input NCHW dense. pool may be
-  // null (single thread). The result is the same, bit for bit, for every pool size.
-  void run(const float* input, const float* residual, float* output, float* workspace, bool relu,
-           ThreadPool* pool) const;
+  // output[n, oc, oh, ow] = act(conv + bias[oc] + residual[n, oc, oh, ow]), act the fused
+  // activation (math::Activation; kind none: the identity). residual may be null. input NCHW
+  // dense. pool may be null (single thread). The result is the same, bit for bit, for every
+  // pool size.
+  void run(const float* input, const float* residual, float* output, float* workspace,
+           const math::Activation& activation, ThreadPool* pool) const;
 
  private:
   // Writes column strip `strip` of one group's im2col panel (group_k_ rows of nr columns).

@@ -216,11 +216,23 @@ std::vector<const MicroKernel*> detect_kernels() {
 
 std::atomic<const MicroKernel*> g_override{nullptr};
 
+// A fused activation other than ReLU over a finished tile, still in L1: the same function
+// object the standalone layer runs, so fusing never changes a bit.
+void apply_activation(const math::Activation& activation, float* c, std::int64_t ldc,
+                      std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    for (std::int64_t j = 0; j < cols; ++j)
+      row[j] = activation(row[j]);
+  }
+}
+
 // Runs one tile; an edge tile (fewer than mr rows or nr columns valid) is staged through
 // full-size buffers so the micro-kernel does exactly the arithmetic of a full tile.
 void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int64_t cols) {
   if (rows == kernel.mr && cols == kernel.nr) {
     kernel.tile(t);
+    if (t.last && t.activation != nullptr) apply_activation(*t.activation, t.c, t.ldc, rows, cols);
     return;
   }
   const std::int64_t nr = kernel.nr;
@@ -246,6 +258,7 @@ void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int
   kernel.tile(t);
   for (std::int64_t r = 0; r < rows; ++r)
     std::memcpy(c + r * ldc, c_buf + r * nr, cols * 4);
+  if (t.last && t.activation != nullptr) apply_activation(*t.activation, c, ldc, rows, cols);
 }
 
 }  // namespace
@@ -320,6 +333,7 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
     t.ldc = p.ldc;
     t.ldr = p.ldr;
     t.relu = p.relu;
+    t.activation = p.activation;
     for (std::int64_t ic = ms0; ic < ms1; ic += mc_strips) {
       const std::int64_t ic_end = std::min(ms1, ic + mc_strips);
       for (std::int64_t js = ns0; js < ns1; ++js) {

@@ -18,6 +18,8 @@
 #include <span>
 #include <type_traits>
 
+#include "cgr/layers/element_math.hpp"
+
 namespace cgr {
 class ThreadPool;
 }
@@ -46,12 +48,14 @@ struct TileArgs {
   std::int64_t ldc = 0;
   bool load_c = false;  // continue from the partial sums in c instead of zero
   bool last = false;    // last pass over K: apply the epilogue below before storing
-  // Epilogue, in this order: + row_bias[r] + col_bias[j] + residual[r][j], then ReLU.
+  // Epilogue, in this order: + row_bias[r] + col_bias[j] + residual[r][j], then ReLU (in the
+  // micro-kernel's registers) or another activation (over the stored tile, by run_tile).
   const float* row_bias = nullptr;  // mr values or null
   const float* col_bias = nullptr;  // nr values or null
   const float* residual = nullptr;  // mr x nr with row stride ldr, or null
   std::int64_t ldr = 0;
   bool relu = false;
+  const math::Activation* activation = nullptr;  // not ReLU; null: none
 };
 
 struct MicroKernel {
@@ -119,6 +123,7 @@ struct PackedProduct {
   const float* residual = nullptr;  // like C, row stride ldr, or null
   std::int64_t ldr = 0;
   bool relu = false;
+  const math::Activation* activation = nullptr;  // any other activation (see TileArgs)
 };
 // Computes the tiles of row strips [ms0, ms1) x column strips [ns0, ns1).
 void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,

@@ -12,7 +12,9 @@ class Add final : public Layer {
   Add(std::string name, const TensorDesc& a, const TensorDesc& b);
 
   std::string_view kind() const override { return kKind; }
-  Epilogue supported_epilogue() const override { return {.relu = true}; }
+  EpilogueSupport supported_epilogue() const override {
+    return {.relu = true, .any_activation = true};
+  }
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 };
 

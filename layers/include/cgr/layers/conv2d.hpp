@@ -40,7 +40,9 @@ class Conv2d final : public Layer {
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
   OpCost cost() const override;
-  Epilogue supported_epilogue() const override { return {.residual = true, .relu = true}; }
+  EpilogueSupport supported_epilogue() const override {
+    return {.residual = true, .relu = true, .any_activation = true, .channel_gate = true};
+  }
   // Uses op.folded_weight / op.folded_bias (the engine's, BatchNorm folded in; bias may be
   // empty) and op.epilogue.
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;

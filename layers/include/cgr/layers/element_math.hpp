@@ -36,7 +36,9 @@ struct ClipFn {
 };
 
 // LeakyReLU as PyTorch computes it: x > 0 ? x : x * slope, so -0 stays -0 and NaN passes.
-CGR_HD float leaky_relu(float x, float slope) { return x > 0.0f ? x : x * slope; }
+CGR_HD float leaky_relu(float x, float slope) {
+  return x > 0.0f ? x : x * slope;
+}
 
 struct LeakyReluFn {
   float slope;
@@ -46,7 +48,7 @@ struct LeakyReluFn {
 // The elementwise functions of the Unary layer (ONNX's names; PyTorch's definitions where the
 // two differ only in rounding). alpha and beta are the function's parameters where it has any.
 enum class UnaryOp : std::int32_t {
-  sigmoid,       // 1 / (1 + e^-x)
+  sigmoid,  // 1 / (1 + e^-x)
   tanh,
   elu,           // x > 0 ? x : alpha (e^x - 1)
   selu,          // beta (x > 0 ? x : alpha (e^x - 1)); ONNX's gamma is beta here
@@ -54,9 +56,9 @@ enum class UnaryOp : std::int32_t {
   hard_swish,    // x relu6(x + 3) / 6, as torch.nn.Hardswish
   softplus,      // log(1 + e^x), overflow-free
   erf,
-  gelu,          // x/2 (1 + erf(x / sqrt 2))
-  gelu_tanh,     // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  silu,          // x sigmoid(x)
+  gelu,       // x/2 (1 + erf(x / sqrt 2))
+  gelu_tanh,  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  silu,       // x sigmoid(x)
   exp,
   log,
   sqrt,
@@ -117,6 +119,38 @@ struct UnaryFn {
   UnaryOp op;
   float alpha, beta;
   CGR_HD float operator()(float x) const { return unary(op, x, alpha, beta); }
+};
+
+// The activation an op applies to its result before storing it (a fused epilogue): ReLU,
+// LeakyReLU, Clip or a Unary function, the same arithmetic as the standalone layer, so fusing
+// never changes a bit. `none` stores the result as it is.
+enum class ActivationKind : std::int32_t { none, relu, leaky_relu, clip, unary };
+
+struct Activation {
+  ActivationKind kind = ActivationKind::none;
+  UnaryOp unary = UnaryOp::sigmoid;  // kind unary: the function
+  // leaky_relu: alpha is the slope; clip: [alpha, beta]; unary: the function's parameters.
+  float alpha = 0.0f, beta = 0.0f;
+
+  CGR_HD float operator()(float x) const {
+    switch (kind) {
+      case ActivationKind::none:
+        return x;
+      case ActivationKind::relu:
+        return relu(x);
+      case ActivationKind::leaky_relu:
+        return leaky_relu(x, alpha);
+      case ActivationKind::clip:
+        return clip(x, alpha, beta);
+      case ActivationKind::unary:
+        return cgr::math::unary(unary, x, alpha, beta);
+    }
+    return x;
+  }
+  bool operator==(const Activation& other) const {
+    return kind == other.kind && (kind != ActivationKind::unary || unary == other.unary) &&
+           alpha == other.alpha && beta == other.beta;
+  }
 };
 
 // The elementwise functions of two operands of the Binary layer.

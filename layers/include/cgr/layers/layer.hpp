@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cgr/layers/element_math.hpp"
 #include "cgr/tensor.hpp"
 
 namespace cgr {
@@ -65,12 +66,29 @@ struct WeightSpec {
 using LayerWeights = std::map<std::string, const Tensor*, std::less<>>;
 
 // What the engine fused into an op after its first layer: the add of a second input of the
-// output's shape (a residual connection), then a ReLU. A layer says which parts its kernels
-// can apply (Layer::supported_epilogue); the engine fuses nothing else.
+// output's shape (a residual connection), then an activation (ReLU, LeakyReLU, Clip or a Unary
+// function: SiLU, HardSwish, Sigmoid, ...). A layer says which parts its kernels can apply
+// (Layer::supported_epilogue); the engine fuses nothing else.
+//
+// A squeeze-excitation gate goes one step further: when the op's result (after its activation)
+// is N x C x 1 x 1 and its only reader multiplies an N x C x H x W tensor by it, that Mul is
+// fused too. The op then reads that tensor as its last input, keeps the gate in its workspace,
+// and writes the scaled tensor: output[n, c, p] = input[n, c, p] * gate[n, c] for p < H x W.
 struct Epilogue {
   bool residual = false;
-  bool relu = false;
+  math::Activation activation;
+  std::int64_t gated_plane = 0;  // > 0: the squeeze-excitation Mul, planes of H x W elements
+  bool relu() const { return activation.kind == math::ActivationKind::relu; }
   bool operator==(const Epilogue&) const = default;
+};
+
+// The parts of an epilogue a layer's kernels can apply: a residual add, a ReLU only or any
+// activation, and the squeeze-excitation Mul.
+struct EpilogueSupport {
+  bool residual = false;
+  bool relu = false;
+  bool any_activation = false;
+  bool channel_gate = false;
 };
 
 // One op as the engine lowered it, which is what every backend makes its executable from: the
@@ -133,7 +151,7 @@ class Layer {
   // Default: one operation per output element over dense inputs and output.
   virtual OpCost cost() const;
   // The epilogue this layer's kernels can fuse (on every backend).
-  virtual Epilogue supported_epilogue() const { return {}; }
+  virtual EpilogueSupport supported_epilogue() const { return {}; }
   // The CPU kernel of `op` (op.layer == this). Weights are already checked against
   // weight_specs(); the epilogue is within supported_epilogue().
   virtual std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const = 0;

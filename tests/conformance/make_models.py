@@ -16,6 +16,7 @@ name without an _opN suffix, so the opset variants of one model share weights an
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -66,7 +67,7 @@ PRESERVE = torch.onnx.TrainingMode.PRESERVE
 class Spec:
     def __init__(self, name, base, build, input_shape, opset, exercises, description,
                  fold=True, training=EVAL, input_scale=1.0, edit=None, edit_note=None,
-                 tolerance=TOLERANCE, note=None):
+                 tolerance=TOLERANCE, note=None, init=None):
         self.name = name
         self.base = base
         self.build = build
@@ -81,6 +82,7 @@ class Spec:
         self.edit_note = edit_note
         self.tolerance = tolerance
         self.note = note
+        self.init = init
 
 
 SPECS = []
@@ -157,6 +159,36 @@ class TwoBranch(nn.Module):
 add("two_branch", TwoBranch, (1, 3, 32, 32), ["Conv", "Relu", "Concat"],
     "two independent 3-conv chains (3->16->16->16, 3x3 pad 1, ReLU) on the same input, "
     "concatenated on channels; state_dict names conv1..conv6")
+
+# ---- torchvision classification models -------------------------------------------------------
+# Every architecture, fan-in scaled weights and non-trivial BatchNorm statistics, at reduced input
+# sizes where the architecture allows (CI time); the exported graph as torch 1.13 writes it.
+
+def tv(name, size, opsets=(13,), **kw):
+    def build():
+        return getattr(torchvision.models, name)(weights=None, **kw)
+    add(f"tv_{name}", build, (1, 3, size, size), [],
+        f"torchvision {name} at {size}x{size}, fan-in scaled weights, random BatchNorm statistics",
+        opsets=opsets, init="fan_in")
+
+
+tv("alexnet", 224)
+tv("vgg11_bn", 224)
+tv("resnet50", 96)
+tv("resnext50_32x4d", 96)
+tv("densenet121", 96)
+tv("squeezenet1_1", 96)
+tv("googlenet", 96, aux_logits=False, init_weights=False)
+tv("inception_v3", 96, aux_logits=False, init_weights=False)
+tv("mobilenet_v2", 96)
+tv("mobilenet_v3_small", 96, opsets=(13, 17))
+tv("mobilenet_v3_large", 96)
+tv("mnasnet0_5", 96)
+tv("shufflenet_v2_x1_0", 96)
+tv("efficientnet_b0", 96)
+tv("regnet_x_400mf", 96)
+tv("regnet_y_400mf", 96)
+tv("convnext_tiny", 64)
 
 # ---- Conv ----------------------------------------------------------------------------------
 
@@ -1007,6 +1039,25 @@ def seed_of(name):
     return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
 
 
+def reinit_fan_in(model):
+    """Weights that keep activations alive through a whole network: Kaiming-uniform by fan-in
+    for every conv and linear layer (gain sqrt 2), small random biases, and layer scales of
+    order 1 (torchvision initialises ConvNeXt's at 1e-6 and some blocks' last BatchNorm at 0,
+    which would make whole branches invisible to the comparison)."""
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            fan_in = m.weight[0].numel()
+            bound = (6.0 / fan_in) ** 0.5
+            with torch.no_grad():
+                m.weight.uniform_(-bound, bound)
+                if m.bias is not None:
+                    m.bias.uniform_(-0.1, 0.1)
+    for name, p in model.named_parameters():
+        if "layer_scale" in name:
+            with torch.no_grad():
+                p.uniform_(0.5, 1.0)
+
+
 def reinit_batchnorm(model):
     for m in model.modules():
         if isinstance(m, nn.modules.batchnorm._BatchNorm):
@@ -1028,6 +1079,8 @@ def generate(spec, out_dir, check):
     seed = seed_of(spec.base)
     torch.manual_seed(seed)
     model = spec.build()
+    if spec.init == "fan_in":
+        reinit_fan_in(model)
     reinit_batchnorm(model)
     model.eval()
     gen = torch.Generator().manual_seed(seed ^ 0x5EED)
@@ -1139,6 +1192,9 @@ def main():
     ap.add_argument("--no-check", action="store_true",
                     help="skip the NumPy ONNX-spec evaluation of each exported graph")
     ap.add_argument("--list", action="store_true", help="list the model names and exit")
+    ap.add_argument("--reuse", action="store_true",
+                    help="leave OUT_DIR as it is when this very script (same content, same "
+                         "--only and --no-check) wrote it completely; the build presets share it")
     args = ap.parse_args()
 
     names = [s.name for s in SPECS]
@@ -1155,6 +1211,18 @@ def main():
         unknown = want - {s.name for s in specs} - {s.base for s in specs}
         if unknown:
             ap.error(f"unknown model(s): {', '.join(sorted(unknown))}")
+
+    # The stamp is written last: a run cut short leaves none, so the next one regenerates.
+    with open(__file__, "rb") as f:
+        key = hashlib.sha256(f.read() + f"{args.only}|{args.no_check}".encode()).hexdigest()
+    stamp = os.path.join(args.out_dir, "generator.sha256")
+    if args.reuse and os.path.isfile(stamp) and os.path.isfile(os.path.join(args.out_dir, "manifest.json")):
+        with open(stamp) as f:
+            if f.read().strip() == key:
+                print(f"make_models.py: {args.out_dir} holds this version's models; reused")
+                return 0
+    if os.path.exists(stamp):
+        os.remove(stamp)
 
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     os.makedirs(args.out_dir, exist_ok=True)
@@ -1216,6 +1284,8 @@ def main():
     print(f"\nmodels whose ONNX float initializers are not all state_dict entries ({len(nobind)}): "
           + (", ".join(nobind) if nobind else "(none)"))
     print(f"\n{len(manifest)} models written to {args.out_dir} in {time.time() - t_start:.1f}s")
+    with open(stamp, "w") as f:
+        f.write(key + "\n")
     return 0
 
 

@@ -265,7 +265,7 @@ TEST_CASE("cuda graph plan, early exits: nested IF nodes, one body per exit") {
   }
 }
 
-TEST_CASE("cuda graph plan: exits all or off build no conditional node; eager builds no graph") {
+TEST_CASE("cuda graph plan: exits all or off build no conditional node, eager builds no graph") {
   const Network net = models::resnet18_exits(1, 64, 10);
   for (ExitPolicy policy : {ExitPolicy::all, ExitPolicy::off}) {
     const Engine engine = build(net, policy);

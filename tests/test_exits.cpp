@@ -129,7 +129,7 @@ TEST_CASE("exit policy early: threshold 1 (unreachable for these heads) answers 
   }
 }
 
-TEST_CASE("exits with a batch fire only when every sample is confident; NaN never fires") {
+TEST_CASE("exits with a batch fire only when every sample is confident, NaN never fires") {
   const Network& net = exits_network(2);
   auto image = random_vector(2 * 3 * kSize * kSize, 4);
   const Engine all = Engine::build(net, exits_weights(), {.threads = 2, .exits = ExitPolicy::all});

@@ -545,7 +545,7 @@ TEST_CASE("Clip, Pad2d and Reshape") {
   }
 }
 
-TEST_CASE("LeakyReLU is x for x > 0, slope * x otherwise; NaN passes, -0 stays -0") {
+TEST_CASE("LeakyReLU is x for x > 0, slope * x otherwise, NaN passes, -0 stays -0") {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const Shape xs{2, 3, 5, 7};

@@ -112,7 +112,7 @@ TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
   CHECK(run(model, {-1, -2, -3, -4}) == std::vector<float>{0, 0, 0, -1});
 }
 
-TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13; Relu from Clip(0, inf)") {
+TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13, Relu from Clip(0, inf)") {
   for (int opset : {11, 13}) {
     CAPTURE(opset);
     OnnxBuilder b(opset);
@@ -175,7 +175,7 @@ TEST_CASE("ONNX Softmax before opset 13 normalises over the flattened trailing d
   }
 }
 
-TEST_CASE("ONNX Reshape with 0 and -1; Flatten axis 2; Identity and Constant") {
+TEST_CASE("ONNX Reshape with 0 and -1, Flatten axis 2, Identity and Constant") {
   OnnxBuilder b;
   b.input("x", {2, 3, 4});
   b.ints("shape", {0, -1});

@@ -64,7 +64,7 @@ TEST_CASE("CUDA: two-branch and ResNet-18 match the CPU executor in every mode" 
   }
 }
 
-TEST_CASE("CUDA graph modes: the real graph is the plan; node and edge counts as predicted; one launch, one sync" *
+TEST_CASE("CUDA graph modes: the real graph is the plan, node and edge counts as predicted, one launch, one sync" *
           doctest::skip(no_device)) {
   struct Model {
     Network net;
@@ -324,7 +324,7 @@ TEST_CASE("CUDA: a custom op's stream work is captured with its dependencies" * 
   }
 }
 
-TEST_CASE("CUDA: work a capture cannot record fails naming its op; the process stays usable" *
+TEST_CASE("CUDA: work a capture cannot record fails naming its op, the process stays usable" *
           doctest::skip(no_device)) {
   Network net;
   const Value x = net.input("x", {1, 2, 8, 8});

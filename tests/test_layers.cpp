@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cgr/models/random_weights.hpp"
 #include "test_support.hpp"
 
 using namespace cgr;
@@ -711,4 +712,93 @@ TEST_CASE("Slice: ONNX's clamping, negative indices and steps, a gather bit for 
         "Slice 'bad': axis 3 is out of range for 'x' of shape 2x5x6");
   CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {0}, {0}}, "zero"); }) ==
         "Slice 'zero': a step of 0 along axis 0");
+}
+
+TEST_CASE("1-D inputs (N x C x L) run through the 2-D window layers as height 1, bit for bit") {
+  // Each layer on N x C x L against the same layer on N x C x 1 x L: same bytes in and out,
+  // so the result must be identical; the weights keep PyTorch's 1-D shapes.
+  const Shape line{2, 4, 13}, plane{2, 4, 1, 13};
+  const auto x = random_vector(static_cast<std::size_t>(line.numel()), 41, -2.0f, 2.0f);
+  struct Case {
+    const char* what;
+    std::function<Value(Network&, Value, bool)> build;  // bool: the input is 1-D
+    Shape out;
+  };
+  const std::vector<Case> cases{
+      {"Conv1d k3 s2 p1, dilation and groups",
+       [](Network& n, Value v, bool) {
+         return n.conv2d(v,
+                         {.out_channels = 6,
+                          .kernel = {1, 3},
+                          .stride = {1, 2},
+                          .padding = {0, 2},
+                          .dilation = {1, 2},
+                          .groups = 2},
+                         "conv");
+       },
+       {2, 6, 7}},
+      {"Conv1d + BatchNorm1d + ReLU, fused",
+       [](Network& n, Value v, bool) {
+         v = n.conv2d(v, {.out_channels = 5, .kernel = {1, 3}, .padding = {0, 1}, .bias = false},
+                      "conv");
+         return n.relu(n.batch_norm2d(v, "bn"), "relu");
+       },
+       {2, 5, 13}},
+      {"MaxPool1d k3 s2 p1 ceil",
+       [](Network& n, Value v, bool) {
+         return n.max_pool2d(
+             v, {.kernel = {1, 3}, .stride = {1, 2}, .padding = {0, 1}, .ceil_mode = true}, "pool");
+       },
+       {2, 4, 7}},
+      {"AvgPool1d k2, count_include_pad off",
+       [](Network& n, Value v, bool) {
+         return n.avg_pool2d(v, {.kernel = {1, 2}, .padding = {0, 1}, .count_include_pad = false},
+                             "pool");
+       },
+       {2, 4, 7}},
+      {"AdaptiveAvgPool1d(1)",
+       [](Network& n, Value v, bool) { return n.global_avg_pool(v, "gap"); },
+       {2, 4, 1}},
+      {"zero padding of L",
+       [](Network& n, Value v, bool) { return n.pad2d(v, Padding2d(0, 2, 0, 1), "pad"); },
+       {2, 4, 16}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    Network one_d, two_d;
+    const Value a = c.build(one_d, one_d.input("x", line), true);
+    const Value b = c.build(two_d, two_d.input("x", plane), false);
+    CHECK(one_d.desc(a).shape == c.out);
+    one_d.output("y", a);
+    two_d.output("y", b);
+    // Seeded weights of the 2-D network, each bound to the 1-D one under its own 1-D shape.
+    const Weights w2 = models::random_weights(two_d, 42);
+    Weights w1;
+    for (int i = 0; i < one_d.layer_count(); ++i) {
+      for (const WeightSpec& spec : one_d.layer(i).weight_specs()) {
+        const std::string name = one_d.layer(i).name() + "." + spec.suffix;
+        const auto values = w2.find(name)->f32();
+        REQUIRE(values.size() == static_cast<std::size_t>(spec.shape.numel()));
+        w1.add(name, Tensor(spec.shape, std::vector<float>(values.begin(), values.end())));
+      }
+    }
+    const auto y1 = Engine::build(one_d, w1).create_context().infer({{"x", x}}).output("y");
+    const auto y2 = Engine::build(two_d, w2).create_context().infer({{"x", x}}).output("y");
+    CHECK(y1.shape() == c.out);
+    CHECK(y1.to_vector() == y2.to_vector());
+  }
+  Network net;
+  const Value v = net.input("line", line);
+  CHECK(net.layer(net.producer(net.conv2d(v, {.out_channels = 2, .kernel = {1, 5}}, "c")))
+            .weight_specs()[0]
+            .shape == Shape{2, 4, 5});
+  CHECK(
+      cgr::test::error_message([&] { net.conv2d(v, {.out_channels = 2, .kernel = 3}, "tall"); }) ==
+      "Conv2d 'tall': input 'line' of shape 2x4x13 is 1-D (N x C x L), so the window must have "
+      "height 1 (kernel 3, stride 1, dilation 1, padding 0)");
+  CHECK(cgr::test::error_message([&] {
+          net.max_pool2d(v, {.kernel = {1, 2}, .padding = {1, 0}}, "p");
+        }) ==
+        "MaxPool2d 'p': input 'line' of shape 2x4x13 is 1-D (N x C x L), so the window must have "
+        "height 1 (kernel 1x2, stride 1x2, dilation 1, padding 1x0)");
 }

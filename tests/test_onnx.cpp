@@ -91,6 +91,34 @@ TEST_CASE("ONNX Conv: auto_pad SAME_UPPER, and a Pad node folded into the conv")
   CHECK(run(model, x) == expected);
 }
 
+TEST_CASE("ONNX 1-D Conv with a Pad folded in, MaxPool and AveragePool on N x C x L") {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 6});
+  b.floats("w", {3, 2, 3}, random_vector(18, 12));
+  b.ints("pads", {0, 0, 1, 0, 0, 2});
+  b.node("Pad", {"x", "pads"}, {"p"});
+  b.node("Conv", {"p", "w"}, {"c"});
+  auto& pool = b.node("MaxPool", {"c"}, {"m"});
+  OnnxBuilder::attr(pool, "kernel_shape", std::vector<std::int64_t>{2});
+  OnnxBuilder::attr(pool, "strides", std::vector<std::int64_t>{2});
+  OnnxBuilder::attr(pool, "pads", std::vector<std::int64_t>{0, 1});
+  auto& avg = b.node("AveragePool", {"m"}, {"y"});
+  OnnxBuilder::attr(avg, "kernel_shape", std::vector<std::int64_t>{2});
+  OnnxBuilder::attr(avg, "auto_pad", std::string("SAME_UPPER"));
+  b.output("y");
+  const OnnxModel model = b.import();
+  CHECK(layer_kinds(model.network) == std::vector<std::string>{"Conv2d", "MaxPool2d", "AvgPool2d"});
+  const auto& conv = dynamic_cast<const Conv2d&>(model.network.layer(0));
+  CHECK(conv.params().padding == Padding2d(0, 1, 0, 2));  // the Pad's 1 and 2 on L
+  CHECK(conv.params().kernel == Size2(1, 3));
+  CHECK(conv.output().shape == Shape{1, 3, 7});
+  CHECK(model.network.layer(1).output().shape == Shape{1, 3, 4});
+  // SAME_UPPER, stride 1 (ONNX's default): one pad at the end, the output keeps L.
+  CHECK(dynamic_cast<const AvgPool2d&>(model.network.layer(2)).params().padding ==
+        Padding2d(0, 0, 0, 1));
+  CHECK(model.network.layer(2).output().shape == Shape{1, 3, 4});
+}
+
 TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
   OnnxBuilder b;
   b.input("x", {1, 1, 2, 2});

@@ -576,6 +576,45 @@ class TwoOutputs(nn.Module):
         return y, self.pool(y)
 
 
+# ---- 1-D models (N x C x L), run by cgr's 2-D layers as height 1 --------------------------------
+
+L = (1, 4, 16)  # default input of the 1-D models
+
+add("conv1d", lambda: nn.Conv1d(4, 6, 3, padding=1), L, ["Conv"], "Conv1d k3 pads 1",
+    opsets=(11, 13, 17))
+add("conv1d_stride_dilation_groups", lambda: nn.Conv1d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2, bias=False),
+    L, ["Conv"], "Conv1d k3 strides 2 pads 2 dilations 2 group 2, no bias")
+add("maxpool1d", lambda: nn.MaxPool1d(3, 2, 1), L, ["MaxPool"], "MaxPool1d k3 strides 2 pads 1",
+    opsets=(11, 13))
+add("maxpool1d_ceil", lambda: nn.MaxPool1d(2, 3, ceil_mode=True), L, ["MaxPool"],
+    "MaxPool1d k2 strides 3 ceil_mode=1")
+add("avgpool1d", lambda: nn.AvgPool1d(3, 2, 1), L, ["Pad", "AveragePool"],
+    "AvgPool1d k3 s2 pad 1 count_include_pad=True -> Pad (6 pads, rank 3) + AveragePool")
+add("avgpool1d_exclude", lambda: nn.AvgPool1d(3, 2, 1, count_include_pad=False), L, ["AveragePool"],
+    "AvgPool1d k3 s2 pads 1 count_include_pad=0")
+add("bn1d", lambda: nn.BatchNorm1d(4), L, ["BatchNormalization"],
+    "standalone BatchNorm1d on N x C x L", opsets=(11, 15), fold=False)
+add("gap1d", lambda: nn.AdaptiveAvgPool1d(1), L, ["GlobalAveragePool"],
+    "AdaptiveAvgPool1d(1) -> GlobalAveragePool on N x C x L (output N x C x 1)")
+
+
+def cnn1d():
+    """A small 1-D CNN: (conv-bn-relu-pool) x 2, flatten, linear."""
+    return seq(nn.Conv1d(4, 8, 5, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
+               nn.Conv1d(8, 16, 3, padding=1), nn.BatchNorm1d(16), nn.ReLU(), nn.AvgPool1d(2),
+               nn.Flatten(1), nn.Linear(16 * 8, 5))
+
+
+add("cnn1d", cnn1d, (2, 4, 32),
+    ["Conv", "Relu", "MaxPool", "Pad", "AveragePool", "Flatten", "Gemm"],
+    "1-D CNN: (Conv1d-BatchNorm1d-ReLU-pool) x 2 -> Flatten -> Linear, batch 2; the exporter folds "
+    "BN into the convs")
+add("cnn1d_bn", cnn1d, (2, 4, 32),
+    ["Conv", "BatchNormalization", "Relu", "MaxPool", "Pad", "AveragePool", "Flatten", "Gemm"],
+    "cnn1d with BatchNormalization kept (do_constant_folding=False, PRESERVE): cgr folds it",
+    fold=False, training=PRESERVE)
+
+
 # ---- attribute forms torch does not emit (graph edited by this script) ------------------------
 
 add("conv_pads_asym_attr", lambda: Lambda(lambda s, x: s.conv(F.pad(x, (1, 0, 2, 1))),
@@ -865,6 +904,17 @@ def op_avgpool(x, a):
     return (total / cnt).astype(np.float32)
 
 
+def as_2d_window(x, a, w=None):
+    """An N x C x L window op as the N x C x 1 x L one: attributes and weight get a height of 1."""
+    a = dict(a)
+    for key in ("kernel_shape", "strides", "dilations"):
+        if key in a:
+            a[key] = [1] + list(a[key])
+    if "pads" in a:
+        a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    return x[:, :, None, :], a, (None if w is None else w[:, :, None, :])
+
+
 def eval_node(node, ins):
     t = node.op_type
     a = attrs_of(node)
@@ -892,6 +942,10 @@ def eval_node(node, ins):
         return [ins[0] - ins[1]]
     if t == "Mul":
         return [ins[0] * ins[1]]
+    if t in ("Conv", "MaxPool", "AveragePool") and x.ndim == 3:
+        x4, a4, w4 = as_2d_window(x, a, ins[1] if len(ins) > 1 else None)
+        node4 = helper.make_node(t, [], [], **a4)
+        return [eval_node(node4, [x4, w4] + list(ins[2:]))[0][:, :, 0, :]]
     if t == "Conv":
         return [op_conv(x, ins[1], ins[2] if len(ins) > 2 and ins[2] is not None else None, a)]
     if t == "BatchNormalization":

@@ -497,6 +497,28 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# 1-D windows (N x C x L)
+# --------------------------------------------------------------------------------------------
+
+@case("windows_1d", (7, 11, 13), ["Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+                                  "BatchNormalization"])
+def _(g, opset):
+    # N x C x L through every windowed op: SAME_UPPER conv, asymmetric pads, ceil_mode.
+    x = g.input("x", [2, 3, 11])
+    c = g.node("Conv", [x, g.weight("w", [4, 3, 3]), g.weight("b", [4])], ["c"], strides=[2],
+               auto_pad="SAME_UPPER")
+    scale, bias = g.const("s", g.rng.uniform(0.5, 1.5, 4)), g.const("bb", g.rng.uniform(-1, 1, 4))
+    mean, var = g.const("m", g.rng.uniform(-1, 1, 4)), g.const("v", g.rng.uniform(0.5, 2, 4))
+    bn = g.node("BatchNormalization", [c, scale, bias, mean, var], ["bn"], epsilon=1e-3)
+    pool_attrs = {"ceil_mode": 1} if opset >= 10 else {}
+    g.output(g.node("MaxPool", [bn], ["max"], kernel_shape=[2], pads=[1, 0], strides=[2],
+                    **pool_attrs))
+    avg = g.node("AveragePool", [bn], ["avg"], kernel_shape=[3], pads=[1, 1], count_include_pad=1)
+    g.output(avg)
+    g.output(g.node("GlobalAveragePool", [avg], ["gap"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

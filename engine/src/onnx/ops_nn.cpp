@@ -1,6 +1,7 @@
 // ONNX ops with weights or windows: Conv (a Pad feeding it folds into its padding),
 // BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, and Gemm / MatMul with a
-// constant weight as Linear.
+// constant weight as Linear. The windowed ops take 2-D (N x C x H x W) and 1-D (N x C x L)
+// inputs; cgr's 2-D layers run the 1-D ones as height 1, without reshapes.
 #include <optional>
 
 #include "cgr/error.hpp"
@@ -19,27 +20,30 @@ void import_conv(Importer& im, const ::onnx::NodeProto& node, int index, const s
   if (const PendingPad* pad = im.pending_pad(node.input(0))) {
     x = pad->input;
     extra = pad->padding;
-    if (im.network().desc(x).shape.rank() != 4)
-      fail("{}: only 2-D convolutions are supported", label);
   } else {
     x = im.spatial_input(node, label);
   }
-  const ConstantTensor& w = im.constant(node.input(1), label, "weight");
-  if (w.shape.rank() != 4 || !w.is_float) {
-    fail("{}: weight '{}' has shape {}; only 2-D convolutions (4-D float weights) are supported",
-         label, node.input(1), w.shape.to_string());
-  }
   const Shape in_shape = im.network().desc(x).shape;
-  const Size2 kernel = Importer::pair_attribute(attrs, "kernel_shape", 0);
-  if (attrs.has("kernel_shape") && (kernel.h != w.shape[2] || kernel.w != w.shape[3])) {
+  // N x C x L (nn.Conv1d) runs as a 2-D conv of height 1, weight [out, in/group, k].
+  const std::size_t spatial_dims = in_shape.rank() - 2;
+  const ConstantTensor& w = im.constant(node.input(1), label, "weight");
+  if (w.shape.rank() != in_shape.rank() || !w.is_float) {
+    fail("{}: weight '{}' has shape {}; a {}-D convolution of input {} needs {}-D float weights",
+         label, node.input(1), w.shape.to_string(), spatial_dims, in_shape.to_string(),
+         in_shape.rank());
+  }
+  const Size2 weight_kernel =
+      spatial_dims == 1 ? Size2(1, w.shape[2]) : Size2(w.shape[2], w.shape[3]);
+  const Size2 kernel = Importer::pair_attribute(attrs, "kernel_shape", 0, spatial_dims);
+  if (attrs.has("kernel_shape") && !(kernel == weight_kernel)) {
     attrs.unsupported("kernel_shape", fmt::format("{} disagrees with the weight shape {}",
                                                   to_string(kernel), w.shape.to_string()));
   }
   Conv2dParams p;
   p.out_channels = w.shape[0];
-  p.kernel = Size2(w.shape[2], w.shape[3]);
-  p.stride = Importer::pair_attribute(attrs, "strides", 1);
-  p.dilation = Importer::pair_attribute(attrs, "dilations", 1);
+  p.kernel = weight_kernel;
+  p.stride = Importer::pair_attribute(attrs, "strides", 1, spatial_dims);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1, spatial_dims);
   p.groups = attrs.get_int("group", 1);
   if (p.groups <= 0 || p.groups > in_shape[1]) {
     attrs.unsupported("group",
@@ -47,8 +51,8 @@ void import_conv(Importer& im, const ::onnx::NodeProto& node, int index, const s
   }
   Shape padded = in_shape;
   if (extra) {
-    padded[2] += extra->top + extra->bottom;
-    padded[3] += extra->left + extra->right;
+    if (spatial_dims == 2) padded[2] += extra->top + extra->bottom;
+    padded[in_shape.rank() - 1] += extra->left + extra->right;
   }
   p.padding = Importer::window_padding(attrs, padded, p.kernel, p.stride, p.dilation);
   if (extra) {
@@ -119,11 +123,13 @@ void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const s
   if (max && attrs.get_int("storage_order", 0) != 0)
     attrs.unsupported("storage_order", "must be 0");
   const Value x = im.spatial_input(node, label);
+  // N x C x L (MaxPool1d, AvgPool1d) pools as a window of height 1.
+  const std::size_t spatial_dims = im.network().desc(x).shape.rank() - 2;
   Pool2dParams p;
-  p.kernel = Importer::pair_attribute(attrs, "kernel_shape", 1);
-  p.stride =
-      Importer::pair_attribute(attrs, "strides", 1);  // ONNX's default stride is 1, not the kernel
-  p.dilation = Importer::pair_attribute(attrs, "dilations", 1);
+  p.kernel = Importer::pair_attribute(attrs, "kernel_shape", 1, spatial_dims);
+  // ONNX's default stride is 1, not the kernel.
+  p.stride = Importer::pair_attribute(attrs, "strides", 1, spatial_dims);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1, spatial_dims);
   // AveragePool has dilations from opset 19; cgr's average pooling has none.
   if (!max && (p.dilation.h != 1 || p.dilation.w != 1))
     attrs.unsupported("dilations", "must be 1 for AveragePool");

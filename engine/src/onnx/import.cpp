@@ -360,7 +360,8 @@ Padding2d Importer::window_padding(const Attributes& attrs, const Shape& input, 
 }
 
 Size2 Importer::pair_attribute(const Attributes& attrs, std::string_view name,
-                               std::int64_t fallback, std::size_t spatial_dims) {
+                               std::int64_t fallback, std::size_t spatial_dims,
+                               std::int64_t height_1d) {
   const auto values = attrs.get_ints(name, std::vector<std::int64_t>(spatial_dims, fallback));
   if (values.size() != spatial_dims) {
     attrs.unsupported(name, fmt::format("has {} values; a {}-D window takes {}", values.size(),
@@ -370,7 +371,7 @@ Size2 Importer::pair_attribute(const Attributes& attrs, std::string_view name,
     if (v > kGeometryLimit)
       attrs.unsupported(name, fmt::format("value {} is implausibly large", v));
   }
-  return spatial_dims == 1 ? Size2(1, values[0]) : Size2(values[0], values[1]);
+  return spatial_dims == 1 ? Size2(height_1d, values[0]) : Size2(values[0], values[1]);
 }
 
 Value Importer::spatial_input(const ::onnx::NodeProto& node, const std::string& label) {

@@ -1,7 +1,7 @@
 // The ONNX importer: the graph walk (import.cpp) and the table of op handlers it dispatches to,
 // one per ONNX op type, each registered in the file of its op family:
-//   ops_nn.cpp           Conv, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool
-//                        (2-D and 1-D windows), Gemm, MatMul
+//   ops_nn.cpp           Conv, ConvTranspose, BatchNormalization, MaxPool, AveragePool,
+//                        GlobalAveragePool (2-D and 1-D windows), Gemm, MatMul
 //   ops_elementwise.cpp  Relu, LeakyRelu, Clip, the Unary functions, the Binary ones (Add, Sub,
 //                        Mul, Div, Pow, PRelu; Sum, Mean, Max, Min)
 //   ops_reduce.cpp       ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalMaxPool
@@ -96,10 +96,10 @@ class Importer {
   // L: 2, the height unpadded), as (top, left, bottom, right).
   static Padding2d window_padding(const Attributes& attrs, const Shape& input, Size2 kernel,
                                   Size2 stride, Size2 dilation);
-  // A per-axis window attribute (kernel_shape, strides, dilations) as (h, w): 2 values, or 1
-  // for a 1-D window (`spatial_dims` 1; h is then 1).
+  // A per-axis window attribute (kernel_shape, strides, dilations, output_padding) as (h, w):
+  // 2 values, or 1 for a 1-D window (`spatial_dims` 1; h is then `height_1d`).
   static Size2 pair_attribute(const Attributes& attrs, std::string_view name, std::int64_t fallback,
-                              std::size_t spatial_dims = 2);
+                              std::size_t spatial_dims = 2, std::int64_t height_1d = 1);
 
  private:
   void read_opset();

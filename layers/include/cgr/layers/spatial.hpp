@@ -1,5 +1,5 @@
-// The inputs of the layers with a 2-D window (Conv2d, MaxPool2d, AvgPool2d, GlobalAvgPool,
-// Pad2d): N x C x H x W, or N x C x L, which they take as N x C x 1 x L. Both
+// The inputs of the layers with a 2-D window (Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d,
+// GlobalAvgPool, Pad2d): N x C x H x W, or N x C x L, which they take as N x C x 1 x L. Both
 // have the same bytes, so a 1-D model (nn.Conv1d, MaxPool1d, AvgPool1d, ...) runs through the
 // 2-D layers, their geometry and every backend's kernels unchanged, with no reshape around
 // them (a Reshape is a copy in cgr). The output keeps the input's rank.

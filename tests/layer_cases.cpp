@@ -76,6 +76,42 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                      return n.relu(n.batch_norm2d(y, "bn"), "relu");
                    },
                    false});
+  cases.push_back(
+      {"ConvTranspose2d k3 s2 p1 output_padding 1 (cuDNN writes the output, bias in place)", image,
+       [](Network& n, Value x) {
+         return n.conv_transpose2d(
+             x, {.out_channels = 6, .kernel = 3, .stride = 2, .padding = 1, .output_padding = 1},
+             "up");
+       }});
+  cases.push_back(
+      {"ConvTranspose2d dilation 2, groups 2, no bias", image, [](Network& n, Value x) {
+         return n.conv_transpose2d(
+             x, {.out_channels = 4, .kernel = 3, .dilation = 2, .groups = 2, .bias = false}, "up");
+       }});
+  cases.push_back(
+      {"ConvTranspose2d asymmetric pads, output_padding past the stride (full result trimmed)",
+       image, [](Network& n, Value x) {
+         return n.conv_transpose2d(x,
+                                   {.out_channels = 5,
+                                    .kernel = {3, 2},
+                                    .padding = Padding2d(0, 2, 1, 0),
+                                    .output_padding = 1,
+                                    .dilation = 2},
+                                   "up");
+       }});
+  // N x C x L through the 2-D window layers (height 1): nn.Conv1d, BatchNorm1d, MaxPool1d,
+  // AvgPool1d, ConvTranspose1d, AdaptiveAvgPool1d(1).
+  cases.push_back(
+      {"1-D: Conv1d + BatchNorm1d + ReLU, MaxPool1d, AvgPool1d, ConvTranspose1d, global pool",
+       Shape{2, 8, 29}, [](Network& n, Value x) {
+         Value y = n.conv2d(x, {.out_channels = 6, .kernel = {1, 3}, .padding = {0, 1}}, "conv");
+         y = n.relu(n.batch_norm2d(y, "bn"), "relu");
+         y = n.max_pool2d(y, {.kernel = {1, 3}, .stride = {1, 2}, .padding = {0, 1}}, "max");
+         y = n.avg_pool2d(y, {.kernel = {1, 2}}, "avg");
+         y = n.conv_transpose2d(
+             y, {.out_channels = 4, .kernel = {1, 4}, .stride = {1, 2}, .padding = {0, 1}}, "up");
+         return n.binary(y, n.global_avg_pool(y, "gap"), BinaryOp::sub, "centred");
+       }});
   cases.push_back({"BatchNorm2d on its own", image,
                    [](Network& n, Value x) { return n.batch_norm2d(x, "bn"); }});
   cases.push_back({"ReLU", image, [](Network& n, Value x) { return n.relu(x, "relu"); }});

@@ -16,6 +16,7 @@
 #include "ops/activation.hpp"
 #include "ops/add.hpp"
 #include "ops/concat.hpp"
+#include "ops/conv_transpose2d.hpp"
 #include "ops/exit_decision.hpp"
 #include "ops/pool2d.hpp"
 #include "ops/transpose.hpp"
@@ -164,6 +165,48 @@ TEST_CASE("kernel launch descriptions: struct arguments and the exit decision's 
   CHECK(decision.argument<float>(5) == 0.9f);
   CHECK(decision.argument<bool>(6));
   CHECK(decision.argument<cudaGraphConditionalHandle>(7) == handle);
+}
+
+TEST_CASE("kernel launch descriptions: ConvTranspose2d's trim and bias after cuDNN") {
+  const float* full = reinterpret_cast<const float*>(std::uintptr_t{0x1000});
+  const float* bias = reinterpret_cast<const float*>(std::uintptr_t{0x3000});
+  float* y = reinterpret_cast<float*>(std::uintptr_t{0x2000});
+  // cuDNN's full 9x9 result trimmed by one row at the top, with a row and a column past it.
+  const ConvTransposeTrim g{.planes = 6,
+                            .channels = 3,
+                            .full_h = 9,
+                            .full_w = 9,
+                            .out_h = 9,
+                            .out_w = 10,
+                            .top = 1,
+                            .left = 0};
+  const KernelLaunch t = describe_conv_transpose_trim(full, bias, y, g);
+  REQUIRE(t.status == cudaSuccess);
+  REQUIRE(t.argument_count() == 11);
+  CHECK(t.argument<const float*>(0) == full);
+  CHECK(t.argument<const float*>(1) == bias);
+  CHECK(t.argument<float*>(2) == y);
+  REQUIRE(t.argument_size(3) == sizeof(std::int32_t));  // the 32-bit index kernel
+  CHECK(t.argument<std::int32_t>(3) == 6 * 9 * 10);
+  CHECK(t.argument<std::int32_t>(4) == 3);   // channels: bias[plane % 3]
+  CHECK(t.argument<std::int32_t>(9) == 1);   // top
+  CHECK(t.argument<std::int32_t>(10) == 0);  // left
+  CHECK(t.grid.x == 3);                      // 540 outputs, 256 a block
+  // Sizes past 32-bit indices take the 64-bit kernel; no bias is a null pointer.
+  ConvTransposeTrim big = g;
+  big.planes = std::int64_t{1} << 24;
+  const KernelLaunch wide = describe_conv_transpose_trim(full, nullptr, y, big);
+  REQUIRE(wide.status == cudaSuccess);
+  CHECK(wide.function != t.function);
+  CHECK(wide.argument_size(3) == sizeof(std::int64_t));
+  CHECK(wide.argument<const float*>(1) == nullptr);
+  ConvTransposeTrim empty = g;
+  empty.planes = 0;
+  CHECK(describe_conv_transpose_trim(full, bias, y, empty).empty());
+  ConvTransposeTrim bad = g;
+  bad.top = -1;
+  CHECK(std::string(describe_conv_transpose_trim(full, bias, y, bad).refusal) ==
+        "conv transpose trim: a negative size or offset, or no channels");
 }
 
 TEST_CASE("kernel launch descriptions: too many argument bytes are refused, not overrun") {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cgr/models/random_weights.hpp"
 #include "test_support.hpp"
 
 using namespace cgr;
@@ -901,4 +902,255 @@ TEST_CASE("Slice: ONNX's clamping, negative indices and steps, a gather bit for 
   CHECK(cgr::test::error_message([&] {
           net.slice(v, {{0}, {1}, {0}, {0}}, "zero");
         }) == "Slice 'zero': a step of 0 along axis 0");
+}
+
+namespace {
+
+// The transposed convolution by its definition: every input pixel scatters x * weight into the
+// taps of its window (double accumulation), then the trim of pad_top / pad_left; the output
+// size is the layer's.
+std::vector<float> reference_conv_transpose(const std::vector<float>& x, const Shape& xs,
+                                            const std::vector<float>& w,
+                                            const std::vector<float>& b,
+                                            const ConvTranspose2dParams& p, std::int64_t out_h,
+                                            std::int64_t out_w) {
+  const bool one_d = xs.rank() == 3;
+  const std::int64_t n = xs[0], c = xs[1], h = one_d ? 1 : xs[2], wd = xs[xs.rank() - 1];
+  const std::int64_t cg = c / p.groups, og = p.out_channels / p.groups;
+  std::vector<double> y(static_cast<std::size_t>(n * p.out_channels * out_h * out_w), 0.0);
+  for (std::int64_t in = 0; in < n; ++in)
+    for (std::int64_t ic = 0; ic < c; ++ic)
+      for (std::int64_t ih = 0; ih < h; ++ih)
+        for (std::int64_t iw = 0; iw < wd; ++iw)
+          for (std::int64_t o = 0; o < og; ++o)
+            for (std::int64_t kh = 0; kh < p.kernel.h; ++kh)
+              for (std::int64_t kw = 0; kw < p.kernel.w; ++kw) {
+                const std::int64_t oh = ih * p.stride.h + kh * p.dilation.h - p.padding.top;
+                const std::int64_t ow = iw * p.stride.w + kw * p.dilation.w - p.padding.left;
+                if (oh < 0 || ow < 0 || oh >= out_h || ow >= out_w) continue;
+                const std::int64_t oc = ic / cg * og + o;
+                y[static_cast<std::size_t>(((in * p.out_channels + oc) * out_h + oh) * out_w +
+                                           ow)] +=
+                    double{x[static_cast<std::size_t>(((in * c + ic) * h + ih) * wd + iw)]} *
+                    w[static_cast<std::size_t>(((ic * og + o) * p.kernel.h + kh) * p.kernel.w +
+                                               kw)];
+              }
+  std::vector<float> out;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const auto oc =
+        static_cast<std::size_t>(static_cast<std::int64_t>(i) / (out_h * out_w) % p.out_channels);
+    out.push_back(static_cast<float>(y[i] + (b.empty() ? 0.0 : b[oc])));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ConvTranspose2d matches the scatter definition: stride, padding, output_padding, "
+    "dilation, groups, 1-D") {
+  struct Case {
+    Shape x;
+    ConvTranspose2dParams p;
+    Shape out;  // PyTorch's output shape for these arguments
+  };
+  const std::vector<Case> cases{
+      // PyTorch's upsampling pattern: k3 s2 p1 output_padding 1 doubles the size.
+      {{1, 3, 5, 4},
+       {.out_channels = 5, .kernel = 3, .stride = 2, .padding = 1, .output_padding = 1},
+       {1, 5, 10, 8}},
+      {{2, 4, 4, 5},
+       {.out_channels = 6, .kernel = 3, .dilation = 2, .groups = 2, .bias = false},
+       {2, 6, 8, 9}},
+      // Rectangular, asymmetric padding (ONNX pads), output_padding on both axes.
+      {{1, 2, 3, 3},
+       {.out_channels = 3,
+        .kernel = {2, 3},
+        .stride = {2, 3},
+        .padding = Padding2d(1, 0, 0, 2),
+        .output_padding = {1, 2}},
+       {1, 3, 6, 9}},
+      // DCGAN's first layer (1x1 -> 4x4) and a depthwise k4 s2 p1 upsampling.
+      {{2, 8, 1, 1}, {.out_channels = 6, .kernel = 4}, {2, 6, 4, 4}},
+      {{1, 4, 6, 6},
+       {.out_channels = 4, .kernel = 4, .stride = 2, .padding = 1, .groups = 4},
+       {1, 4, 12, 12}},
+      // output_padding past the stride, allowed by the dilation: a row no tap reaches (bias).
+      {{1, 2, 4, 4},
+       {.out_channels = 3, .kernel = 3, .output_padding = 1, .dilation = 2},
+       {1, 3, 9, 9}},
+      // Padding larger than the kernel: taps that land outside are dropped.
+      {{1, 3, 6, 5}, {.out_channels = 2, .kernel = 2, .stride = 3, .padding = 3}, {1, 2, 11, 8}},
+      // nn.ConvTranspose1d on N x C x L.
+      {{2, 3, 7},
+       {.out_channels = 4,
+        .kernel = {1, 3},
+        .stride = {1, 2},
+        .padding = {0, 1},
+        .output_padding = {0, 1}},
+       {2, 4, 14}},
+      // Several column strips, row blocks and threads.
+      {{1, 16, 12, 11},
+       {.out_channels = 20, .kernel = 3, .stride = 2, .padding = 1},
+       {1, 20, 23, 21}},
+  };
+  unsigned seed = 300;
+  for (const auto& c : cases) {
+    CAPTURE(c.x.to_string());
+    Network probe;
+    const Value px = probe.input("x", c.x);
+    const Value py = probe.conv_transpose2d(px, c.p, "up");
+    REQUIRE(probe.desc(py).shape == c.out);
+    const auto& layer = dynamic_cast<const ConvTranspose2d&>(probe.layer(0));
+    const Shape ws = c.x.rank() == 3
+                         ? Shape{c.x[1], c.p.out_channels / c.p.groups, c.p.kernel.w}
+                         : Shape{c.x[1], c.p.out_channels / c.p.groups, c.p.kernel.h, c.p.kernel.w};
+    CHECK(layer.weight_specs()[0].shape == ws);
+    Weights weights;
+    weights.add("up.weight", random_tensor(ws, seed++));
+    std::vector<float> bias;
+    if (c.p.bias) {
+      bias = random_vector(static_cast<std::size_t>(c.p.out_channels), seed++);
+      weights.add("up.bias", Tensor(Shape{c.p.out_channels}, bias));
+    }
+    const auto x = random_vector(static_cast<std::size_t>(c.x.numel()), seed++);
+    const auto build = [&](Network& net, Value v) { return net.conv_transpose2d(v, c.p, "up"); };
+    const auto y = run_network(c.x, x, build, weights);
+    const auto w = weights.find("up.weight")->f32();
+    const auto ref = reference_conv_transpose(x, c.x, {w.begin(), w.end()}, bias, c.p,
+                                              layer.geometry().out_h, layer.geometry().out_w);
+    CHECK(relative_error(y, ref) < 1e-5);
+    // Every output is the bias plus its taps in one fixed order: the same bits on 1 and 3
+    // threads, in both modes.
+    for (Mode mode : {Mode::eager, Mode::dag}) {
+      CHECK(run_network(c.x, x, build, weights, {.mode = mode, .threads = 1}) == y);
+      CHECK(run_network(c.x, x, build, weights, {.mode = mode, .threads = 3}) == y);
+    }
+  }
+}
+
+TEST_CASE("ConvTranspose2d refuses impossible arguments, naming the layer, shapes and argument") {
+  using cgr::test::error_message;
+  Network net;
+  const Value x = net.input("x", {1, 4, 5, 5});
+  const Value line = net.input("line", {1, 4, 9});
+  CHECK(
+      error_message([&] {
+        net.conv_transpose2d(x, {.out_channels = 2, .kernel = 3, .stride = 2, .output_padding = 2},
+                             "op");
+      }) ==
+      "ConvTranspose2d 'op': output_padding 2 must be smaller than the stride 2 or the dilation 1");
+  CHECK(error_message(
+            [&] { net.conv_transpose2d(x, {.out_channels = 3, .kernel = 3, .groups = 2}, "g"); }) ==
+        "ConvTranspose2d 'g': input 1x4x5x5 has 4 channels and out_channels is 3; both must be "
+        "divisible by groups=2");
+  CHECK(error_message([&] {
+          net.conv_transpose2d(x, {.out_channels = 2, .kernel = 2, .padding = 3}, "trim");
+        }) ==
+        "ConvTranspose2d 'trim': input 1x4x5x5 with kernel 2, stride 1, dilation 1 and "
+        "output_padding 0 gives no output after trimming padding 3");
+  CHECK(error_message(
+            [&] { net.conv_transpose2d(line, {.out_channels = 2, .kernel = 3}, "tall"); }) ==
+        "ConvTranspose2d 'tall': input 'line' of shape 1x4x9 is 1-D (N x C x L), so the window "
+        "must have height 1 (kernel 3, stride 1, dilation 1, padding 0)");
+  CHECK(error_message([&] {
+          net.conv_transpose2d(net.flatten(x, "flat"), {.out_channels = 2}, "flat_up");
+        }) ==
+        "ConvTranspose2d 'flat_up': input 'flat' has shape 1x100, expected N x C x H x W or N x C "
+        "x L");
+}
+
+TEST_CASE("1-D inputs (N x C x L) run through the 2-D window layers as height 1, bit for bit") {
+  // Each layer on N x C x L against the same layer on N x C x 1 x L: same bytes in and out,
+  // so the result must be identical; the weights keep PyTorch's 1-D shapes.
+  const Shape line{2, 4, 13}, plane{2, 4, 1, 13};
+  const auto x = random_vector(static_cast<std::size_t>(line.numel()), 41, -2.0f, 2.0f);
+  struct Case {
+    const char* what;
+    std::function<Value(Network&, Value, bool)> build;  // bool: the input is 1-D
+    Shape out;
+  };
+  const std::vector<Case> cases{
+      {"Conv1d k3 s2 p1, dilation and groups",
+       [](Network& n, Value v, bool) {
+         return n.conv2d(v,
+                         {.out_channels = 6,
+                          .kernel = {1, 3},
+                          .stride = {1, 2},
+                          .padding = {0, 2},
+                          .dilation = {1, 2},
+                          .groups = 2},
+                         "conv");
+       },
+       {2, 6, 7}},
+      {"Conv1d + BatchNorm1d + ReLU, fused",
+       [](Network& n, Value v, bool) {
+         v = n.conv2d(v, {.out_channels = 5, .kernel = {1, 3}, .padding = {0, 1}, .bias = false},
+                      "conv");
+         return n.relu(n.batch_norm2d(v, "bn"), "relu");
+       },
+       {2, 5, 13}},
+      {"MaxPool1d k3 s2 p1 ceil",
+       [](Network& n, Value v, bool) {
+         return n.max_pool2d(
+             v, {.kernel = {1, 3}, .stride = {1, 2}, .padding = {0, 1}, .ceil_mode = true}, "pool");
+       },
+       {2, 4, 7}},
+      {"AvgPool1d k2, count_include_pad off",
+       [](Network& n, Value v, bool) {
+         return n.avg_pool2d(v, {.kernel = {1, 2}, .padding = {0, 1}, .count_include_pad = false},
+                             "pool");
+       },
+       {2, 4, 7}},
+      {"AdaptiveAvgPool1d(1)",
+       [](Network& n, Value v, bool) { return n.global_avg_pool(v, "gap"); },
+       {2, 4, 1}},
+      {"zero padding of L",
+       [](Network& n, Value v, bool) { return n.pad2d(v, Padding2d(0, 2, 0, 1), "pad"); },
+       {2, 4, 16}},
+      {"ConvTranspose1d k4 s2 p1",
+       [](Network& n, Value v, bool) {
+         return n.conv_transpose2d(
+             v, {.out_channels = 3, .kernel = {1, 4}, .stride = {1, 2}, .padding = {0, 1}}, "up");
+       },
+       {2, 3, 26}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    Network one_d, two_d;
+    const Value a = c.build(one_d, one_d.input("x", line), true);
+    const Value b = c.build(two_d, two_d.input("x", plane), false);
+    CHECK(one_d.desc(a).shape == c.out);
+    one_d.output("y", a);
+    two_d.output("y", b);
+    // Seeded weights of the 2-D network, each bound to the 1-D one under its own 1-D shape.
+    const Weights w2 = models::random_weights(two_d, 42);
+    Weights w1;
+    for (int i = 0; i < one_d.layer_count(); ++i) {
+      for (const WeightSpec& spec : one_d.layer(i).weight_specs()) {
+        const std::string name = one_d.layer(i).name() + "." + spec.suffix;
+        const auto values = w2.find(name)->f32();
+        REQUIRE(values.size() == static_cast<std::size_t>(spec.shape.numel()));
+        w1.add(name, Tensor(spec.shape, std::vector<float>(values.begin(), values.end())));
+      }
+    }
+    const auto y1 = Engine::build(one_d, w1).create_context().infer({{"x", x}}).output("y");
+    const auto y2 = Engine::build(two_d, w2).create_context().infer({{"x", x}}).output("y");
+    CHECK(y1.shape() == c.out);
+    CHECK(y1.to_vector() == y2.to_vector());
+  }
+  Network net;
+  const Value v = net.input("line", line);
+  CHECK(net.layer(net.producer(net.conv2d(v, {.out_channels = 2, .kernel = {1, 5}}, "c")))
+            .weight_specs()[0]
+            .shape == Shape{2, 4, 5});
+  CHECK(
+      cgr::test::error_message([&] { net.conv2d(v, {.out_channels = 2, .kernel = 3}, "tall"); }) ==
+      "Conv2d 'tall': input 'line' of shape 2x4x13 is 1-D (N x C x L), so the window must have "
+      "height 1 (kernel 3, stride 1, dilation 1, padding 0)");
+  CHECK(cgr::test::error_message([&] {
+          net.max_pool2d(v, {.kernel = {1, 2}, .padding = {1, 0}}, "p");
+        }) ==
+        "MaxPool2d 'p': input 'line' of shape 2x4x13 is 1-D (N x C x L), so the window must have "
+        "height 1 (kernel 1x2, stride 1x2, dilation 1, padding 1x0)");
 }

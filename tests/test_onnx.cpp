@@ -98,6 +98,148 @@ TEST_CASE("ONNX Conv: auto_pad SAME_UPPER, and a Pad node folded into the conv")
   CHECK(run(model, x) == expected);
 }
 
+TEST_CASE("ONNX ConvTranspose: pads from pads, output_shape or auto_pad, 1-D, refusals") {
+  // Input 3x4, kernel 3, strides 2: the full output is 7x9. The pads ONNX Runtime derives
+  // (tests/conformance/make_ort_models.py checks the numbers against it).
+  struct Case {
+    const char* what;
+    std::string auto_pad;
+    std::vector<std::int64_t> output_shape, output_padding;
+    Padding2d padding;
+    Shape out;
+  };
+  const std::vector<Case> cases{
+      {"output_shape 6x9: the odd pad at the start",
+       "",
+       {6, 9},
+       {},
+       Padding2d(1, 0, 0, 0),
+       {1, 3, 6, 9}},
+      {"output_shape given as N x C x H x W",
+       "",
+       {1, 3, 6, 9},
+       {},
+       Padding2d(1, 0, 0, 0),
+       {1, 3, 6, 9}},
+      {"output_shape with SAME_UPPER: the odd pad at the end",
+       "SAME_UPPER",
+       {6, 9},
+       {},
+       Padding2d(0, 0, 1, 0),
+       {1, 3, 6, 9}},
+      {"SAME_LOWER: input x stride", "SAME_LOWER", {}, {}, Padding2d(1, 1, 0, 0), {1, 3, 6, 8}},
+      {"SAME_UPPER with output_padding, which counts in the total",
+       "SAME_UPPER",
+       {},
+       {1, 1},
+       Padding2d(1, 1, 1, 1),
+       {1, 3, 6, 8}},
+      {"VALID: the full output", "VALID", {}, {}, Padding2d(0), {1, 3, 7, 9}},
+      // One row past the full output (as ONNX's backend test asks): the bias alone, at the
+      // end; an output_padding of 1.
+      {"output_shape 8x9: a row past the full output", "", {8, 9}, {}, Padding2d(0), {1, 3, 8, 9}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    OnnxBuilder b(11);
+    b.input("x", {1, 2, 3, 4});
+    b.floats("w", {2, 3, 3, 3}, random_vector(54, 7));
+    auto& n = b.node("ConvTranspose", {"x", "w"}, {"y"}, "ct");
+    OnnxBuilder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+    if (!c.auto_pad.empty()) OnnxBuilder::attr(n, "auto_pad", c.auto_pad);
+    if (!c.output_shape.empty()) OnnxBuilder::attr(n, "output_shape", c.output_shape);
+    if (!c.output_padding.empty()) OnnxBuilder::attr(n, "output_padding", c.output_padding);
+    b.output("y");
+    const OnnxModel model = b.import();
+    REQUIRE(model.network.layer_count() == 1);
+    const auto& layer = dynamic_cast<const ConvTranspose2d&>(model.network.layer(0));
+    CHECK(layer.params().padding == c.padding);
+    CHECK(layer.output().shape == c.out);
+    CHECK(layer.params().output_padding ==
+          (c.out == Shape{1, 3, 8, 9} ? Size2(1, 0) : Size2(c.output_padding.empty() ? 0 : 1)));
+    CHECK(run(model, random_vector(24, 8)).size() == static_cast<std::size_t>(c.out.numel()));
+  }
+  SUBCASE("1-D: N x C x L with PyTorch's weight [C_in, C_out, k]") {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 5});
+    b.floats("w", {2, 3, 3}, random_vector(18, 9));
+    b.floats("bias", {3}, random_vector(3, 10));
+    auto& n = b.node("ConvTranspose", {"x", "w", "bias"}, {"y"}, "ct");
+    OnnxBuilder::attr(n, "strides", std::vector<std::int64_t>{2});
+    OnnxBuilder::attr(n, "pads", std::vector<std::int64_t>{1, 1});
+    OnnxBuilder::attr(n, "output_padding", std::vector<std::int64_t>{1});
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(model.network.layer(0).output().shape == Shape{1, 3, 10});
+    CHECK(model.weights.find(model.network.layer(0).name() + ".weight")->shape() == Shape{2, 3, 3});
+  }
+  SUBCASE(
+      "refused: an output_shape a stride past the full output, output_padding >= stride, odd "
+      "weights") {
+    const auto refusal = [](const std::function<void(OnnxBuilder&, ::onnx::NodeProto&)>& edit,
+                            std::vector<std::int64_t> w = {2, 3, 3, 3}) {
+      OnnxBuilder b;
+      b.input("x", {1, 2, 3, 4});
+      std::int64_t count = 1;
+      for (auto d : w)
+        count *= d;
+      b.floats("w", w, random_vector(static_cast<std::size_t>(count), 11));
+      auto& n = b.node("ConvTranspose", {"x", "w"}, {"y"}, "ct");
+      OnnxBuilder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+      edit(b, n);
+      b.output("y");
+      return error_message([&] { b.import(); });
+    };
+    CHECK(refusal([](OnnxBuilder&, ::onnx::NodeProto& n) {
+            OnnxBuilder::attr(n, "output_shape", std::vector<std::int64_t>{9, 10});
+          }) ==
+          "test.onnx: node 'ct' (ConvTranspose): attribute 'output_shape' asks for an output "
+          "of 9x10, past the full transposed convolution (7x9) by as much as the strides 2 or "
+          "more");
+    CHECK(refusal([](OnnxBuilder&, ::onnx::NodeProto& n) {
+            OnnxBuilder::attr(n, "output_padding", std::vector<std::int64_t>{2, 0});
+          }) ==
+          "test.onnx: node 'ct' (ConvTranspose): attribute 'output_padding' 2x0 must be "
+          "smaller than the strides 2 or the dilations 1");
+    CHECK(refusal([](OnnxBuilder&, ::onnx::NodeProto& n) {
+            OnnxBuilder::attr(n, "pads", std::vector<std::int64_t>{1, 1});
+          }) ==
+          "test.onnx: node 'ct' (ConvTranspose): attribute 'pads' has 2 values; a 2-D "
+          "window takes 4");
+    CHECK(refusal([](OnnxBuilder&, ::onnx::NodeProto&) {}, {3, 3, 3, 3}) ==
+          "test.onnx: node 'ct' (ConvTranspose): weight 'w' of shape 3x3x3x3 does not fit input "
+          "channels 2 (ConvTranspose weights are [C_in, C_out/group, k...])");
+  }
+}
+
+TEST_CASE("ONNX 1-D Conv with a Pad folded in, MaxPool and AveragePool on N x C x L") {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 6});
+  b.floats("w", {3, 2, 3}, random_vector(18, 12));
+  b.ints("pads", {0, 0, 1, 0, 0, 2});
+  b.node("Pad", {"x", "pads"}, {"p"});
+  b.node("Conv", {"p", "w"}, {"c"});
+  auto& pool = b.node("MaxPool", {"c"}, {"m"});
+  OnnxBuilder::attr(pool, "kernel_shape", std::vector<std::int64_t>{2});
+  OnnxBuilder::attr(pool, "strides", std::vector<std::int64_t>{2});
+  OnnxBuilder::attr(pool, "pads", std::vector<std::int64_t>{0, 1});
+  auto& avg = b.node("AveragePool", {"m"}, {"y"});
+  OnnxBuilder::attr(avg, "kernel_shape", std::vector<std::int64_t>{2});
+  OnnxBuilder::attr(avg, "auto_pad", std::string("SAME_UPPER"));
+  b.output("y");
+  const OnnxModel model = b.import();
+  CHECK(layer_kinds(model.network) == std::vector<std::string>{"Conv2d", "MaxPool2d", "AvgPool2d"});
+  const auto& conv = dynamic_cast<const Conv2d&>(model.network.layer(0));
+  CHECK(conv.params().padding == Padding2d(0, 1, 0, 2));  // the Pad's 1 and 2 on L
+  CHECK(conv.params().kernel == Size2(1, 3));
+  CHECK(conv.output().shape == Shape{1, 3, 7});
+  CHECK(model.network.layer(1).output().shape == Shape{1, 3, 4});
+  // SAME_UPPER, stride 1 (ONNX's default): one pad at the end, the output keeps L.
+  CHECK(dynamic_cast<const AvgPool2d&>(model.network.layer(2)).params().padding ==
+        Padding2d(0, 0, 0, 1));
+  CHECK(model.network.layer(2).output().shape == Shape{1, 3, 4});
+}
+
 TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
   OnnxBuilder b;
   b.input("x", {1, 1, 2, 2});

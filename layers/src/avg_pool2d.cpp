@@ -3,6 +3,7 @@
 
 #include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
+#include "cgr/layers/spatial.hpp"
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
@@ -57,7 +58,8 @@ AvgPool2d::AvgPool2d(std::string name, const TensorDesc& input, const Pool2dPara
          to_string(params_.dilation));
   }
   geometry_ = pool2d_geometry(kind(), this->name(), input, params_);
-  set_output(Shape{input.shape[0], input.shape[1], geometry_.out_h, geometry_.out_w});
+  set_output(spatial_output(spatial_shape(kind(), this->name(), input), input.shape[1],
+                            geometry_.out_h, geometry_.out_w));
 }
 
 std::string AvgPool2d::attributes() const {

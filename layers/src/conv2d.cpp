@@ -7,6 +7,7 @@
 #include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
 #include "cgr/thread_pool.hpp"
+#include "cgr/layers/spatial.hpp"
 #include "cpu/conv_cpu.hpp"
 
 namespace cgr {
@@ -66,11 +67,7 @@ class Conv2dCpuKernel final : public CpuKernel {
 
 Conv2d::Conv2d(std::string name, const TensorDesc& input, const Conv2dParams& params)
     : Layer(std::move(name), {input}), params_(params) {
-  const Shape& s = input.shape;
-  if (s.rank() != 4) {
-    fail("Conv2d '{}': input '{}' has shape {}, expected 4 dims (N x C x H x W)", this->name(),
-         input.name, s.to_string());
-  }
+  const SpatialShape s = spatial_shape(kKind, this->name(), input);
   const auto& p = params_;
   if (p.out_channels <= 0 || p.groups <= 0 || p.kernel.h <= 0 || p.kernel.w <= 0 ||
       p.stride.h <= 0 || p.stride.w <= 0 || p.dilation.h <= 0 || p.dilation.w <= 0 ||
@@ -81,25 +78,26 @@ Conv2d::Conv2d(std::string name, const TensorDesc& input, const Conv2dParams& pa
         this->name(), p.out_channels, to_string(p.kernel), to_string(p.stride),
         to_string(p.padding), to_string(p.dilation), p.groups);
   }
-  if (s[1] % p.groups != 0 || p.out_channels % p.groups != 0) {
+  check_1d_window(kKind, this->name(), input, s, p.kernel, p.stride, p.dilation, p.padding);
+  if (s.channels % p.groups != 0 || p.out_channels % p.groups != 0) {
     fail(
         "Conv2d '{}': input {} has {} channels and out_channels is {}; both must be divisible "
         "by groups={}",
-        this->name(), s.to_string(), s[1], p.out_channels, p.groups);
+        this->name(), input.shape.to_string(), s.channels, p.out_channels, p.groups);
   }
-  const std::int64_t out_h = math::window_output_size(s[2], p.kernel.h, p.stride.h, p.padding.top,
+  const std::int64_t out_h = math::window_output_size(s.h, p.kernel.h, p.stride.h, p.padding.top,
                                                       p.padding.bottom, p.dilation.h, false);
-  const std::int64_t out_w = math::window_output_size(s[3], p.kernel.w, p.stride.w, p.padding.left,
+  const std::int64_t out_w = math::window_output_size(s.w, p.kernel.w, p.stride.w, p.padding.left,
                                                       p.padding.right, p.dilation.w, false);
   if (out_h <= 0 || out_w <= 0) {
     fail("Conv2d '{}': input {} is smaller than the dilated kernel {} with padding {}",
-         this->name(), s.to_string(), to_string(p.kernel), to_string(p.padding));
+         this->name(), input.shape.to_string(), to_string(p.kernel), to_string(p.padding));
   }
-  set_output(Shape{s[0], p.out_channels, out_h, out_w});
-  geometry_ = {.batch = s[0],
-               .in_channels = s[1],
-               .in_h = s[2],
-               .in_w = s[3],
+  set_output(spatial_output(s, p.out_channels, out_h, out_w));
+  geometry_ = {.batch = s.batch,
+               .in_channels = s.channels,
+               .in_h = s.h,
+               .in_w = s.w,
                .out_channels = p.out_channels,
                .kernel_h = p.kernel.h,
                .kernel_w = p.kernel.w,
@@ -117,9 +115,13 @@ Conv2d::Conv2d(std::string name, const TensorDesc& input, const Conv2dParams& pa
 }
 
 std::vector<WeightSpec> Conv2d::weight_specs() const {
-  std::vector<WeightSpec> specs{
-      {"weight", Shape{params_.out_channels, inputs()[0].shape[1] / params_.groups,
-                       params_.kernel.h, params_.kernel.w}}};
+  const std::int64_t per_group = geometry_.in_channels / params_.groups;
+  // After a 1-D input, nn.Conv1d's [out, in/groups, kernel]: the same floats.
+  const Shape weight =
+      inputs()[0].shape.rank() == 3
+          ? Shape{params_.out_channels, per_group, params_.kernel.w}
+          : Shape{params_.out_channels, per_group, params_.kernel.h, params_.kernel.w};
+  std::vector<WeightSpec> specs{{"weight", weight}};
   if (params_.bias) specs.push_back({"bias", Shape{params_.out_channels}});
   return specs;
 }

@@ -2,6 +2,7 @@
 #include "cgr/layers/global_avg_pool.hpp"
 
 #include "cgr/error.hpp"
+#include "cgr/layers/spatial.hpp"
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
@@ -37,12 +38,15 @@ class GlobalAvgPoolCpuKernel final : public CpuKernel {
 GlobalAvgPool::GlobalAvgPool(std::string name, const TensorDesc& input)
     : Layer(std::move(name), {input}) {
   const Shape& s = input.shape;
-  if (s.rank() != 4 || s[2] * s[3] == 0) {
-    fail("GlobalAvgPool '{}': input '{}' has shape {}, expected N x C x H x W with H, W > 0",
-         this->name(), input.name, s.to_string());
+  if ((s.rank() != 4 && s.rank() != 3) || s[2] * (s.rank() == 4 ? s[3] : 1) == 0) {
+    fail(
+        "GlobalAvgPool '{}': input '{}' has shape {}, expected N x C x H x W with H, W > 0 "
+        "(or N x C x L with L > 0)",
+        this->name(), input.name, s.to_string());
   }
-  set_output(Shape{s[0], s[1], 1, 1});
-  geometry_ = {s[0] * s[1], s[2] * s[3]};
+  const SpatialShape shape = spatial_shape(kind(), this->name(), input);
+  set_output(spatial_output(shape, shape.channels, 1, 1));
+  geometry_ = {shape.batch * shape.channels, shape.h * shape.w};
 }
 
 OpCost GlobalAvgPool::cost() const {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "cgr/layers/element_math.hpp"
+#include "cgr/layers/spatial.hpp"
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
@@ -78,7 +79,8 @@ class MaxPoolCpuKernel final : public CpuKernel {
 MaxPool2d::MaxPool2d(std::string name, const TensorDesc& input, const Pool2dParams& params)
     : Layer(std::move(name), {input}), params_(resolved(params)) {
   geometry_ = pool2d_geometry(kind(), this->name(), input, params_);
-  set_output(Shape{input.shape[0], input.shape[1], geometry_.out_h, geometry_.out_w});
+  set_output(spatial_output(spatial_shape(kind(), this->name(), input), input.shape[1],
+                            geometry_.out_h, geometry_.out_w));
 }
 
 std::string MaxPool2d::attributes() const { return pool2d_attributes(params_); }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cgr/error.hpp"
+#include "cgr/layers/spatial.hpp"
 #include "cgr/thread_pool.hpp"
 
 namespace cgr {
@@ -41,18 +42,15 @@ class Pad2dCpuKernel final : public CpuKernel {
 
 Pad2d::Pad2d(std::string name, const TensorDesc& input, const Padding2d& padding)
     : Layer(std::move(name), {input}), padding_(padding) {
-  const Shape& s = input.shape;
-  if (s.rank() != 4) {
-    fail("Pad2d '{}': input '{}' has shape {}, expected 4 dims (N x C x H x W)", this->name(),
-         input.name, s.to_string());
-  }
+  const SpatialShape s = spatial_shape(kKind, this->name(), input);
   if (padding_.top < 0 || padding_.left < 0 || padding_.bottom < 0 || padding_.right < 0) {
     fail("Pad2d '{}': padding {} must be non-negative", this->name(), to_string(padding_));
   }
-  set_output(Shape{s[0], s[1], s[2] + padding_.top + padding_.bottom,
-                   s[3] + padding_.left + padding_.right});
-  geometry_ = {s[0] * s[1], s[2], s[3], output().shape[2], output().shape[3], padding_.top,
-               padding_.left};
+  check_1d_window(kKind, this->name(), input, s, 1, 1, 1, padding_);
+  const std::int64_t out_h = s.h + padding_.top + padding_.bottom;
+  const std::int64_t out_w = s.w + padding_.left + padding_.right;
+  set_output(spatial_output(s, s.channels, out_h, out_w));
+  geometry_ = {s.batch * s.channels, s.h, s.w, out_h, out_w, padding_.top, padding_.left};
 }
 
 std::string Pad2d::attributes() const { return fmt::format("p{}", to_string(padding_)); }

@@ -3,6 +3,7 @@
 
 #include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
+#include "cgr/layers/spatial.hpp"
 
 namespace cgr {
 
@@ -15,11 +16,7 @@ Pool2dParams resolved(const Pool2dParams& params) {
 
 Pool2dGeometry pool2d_geometry(std::string_view kind, const std::string& name,
                                const TensorDesc& input, const Pool2dParams& params) {
-  const Shape& s = input.shape;
-  if (s.rank() != 4) {
-    fail("{} '{}': input '{}' has shape {}, expected 4 dims (N x C x H x W)", kind, name,
-         input.name, s.to_string());
-  }
+  const SpatialShape s = spatial_shape(kind, name, input);
   const Pool2dParams p = resolved(params);
   if (p.kernel.h <= 0 || p.kernel.w <= 0 || p.stride.h <= 0 || p.stride.w <= 0 ||
       p.dilation.h <= 0 || p.dilation.w <= 0 || p.padding.top < 0 || p.padding.left < 0 ||
@@ -27,6 +24,7 @@ Pool2dGeometry pool2d_geometry(std::string_view kind, const std::string& name,
     fail("{} '{}': invalid window (kernel {}, stride {}, padding {}, dilation {})", kind, name,
          to_string(p.kernel), to_string(p.stride), to_string(p.padding), to_string(p.dilation));
   }
+  check_1d_window(kind, name, input, s, p.kernel, p.stride, p.dilation, p.padding);
   // ONNX's rule (PyTorch's, at most half the kernel, is stricter): padding smaller than the
   // kernel, so no window lies wholly in the padding.
   if (p.padding.top >= p.kernel.h || p.padding.bottom >= p.kernel.h ||
@@ -34,18 +32,30 @@ Pool2dGeometry pool2d_geometry(std::string_view kind, const std::string& name,
     fail("{} '{}': padding {} must be smaller than the kernel {}", kind, name, to_string(p.padding),
          to_string(p.kernel));
   }
-  const std::int64_t out_h = math::window_output_size(s[2], p.kernel.h, p.stride.h, p.padding.top,
+  const std::int64_t out_h = math::window_output_size(s.h, p.kernel.h, p.stride.h, p.padding.top,
                                                       p.padding.bottom, p.dilation.h, p.ceil_mode);
-  const std::int64_t out_w = math::window_output_size(s[3], p.kernel.w, p.stride.w, p.padding.left,
+  const std::int64_t out_w = math::window_output_size(s.w, p.kernel.w, p.stride.w, p.padding.left,
                                                       p.padding.right, p.dilation.w, p.ceil_mode);
   if (out_h <= 0 || out_w <= 0) {
     fail("{} '{}': input {} is smaller than the window (kernel {}, padding {})", kind, name,
-         s.to_string(), to_string(p.kernel), to_string(p.padding));
+         input.shape.to_string(), to_string(p.kernel), to_string(p.padding));
   }
-  return {s[0] * s[1],     s[2],          s[3],           out_h,
-          out_w,           p.kernel.h,    p.kernel.w,     p.stride.h,
-          p.stride.w,      p.padding.top, p.padding.left, p.padding.bottom,
-          p.padding.right, p.dilation.h,  p.dilation.w,   p.count_include_pad};
+  return {.planes = s.batch * s.channels,
+          .in_h = s.h,
+          .in_w = s.w,
+          .out_h = out_h,
+          .out_w = out_w,
+          .kernel_h = p.kernel.h,
+          .kernel_w = p.kernel.w,
+          .stride_h = p.stride.h,
+          .stride_w = p.stride.w,
+          .pad_top = p.padding.top,
+          .pad_left = p.padding.left,
+          .pad_bottom = p.padding.bottom,
+          .pad_right = p.padding.right,
+          .dilation_h = p.dilation.h,
+          .dilation_w = p.dilation.w,
+          .count_include_pad = p.count_include_pad};
 }
 
 std::string pool2d_attributes(const Pool2dParams& p) {

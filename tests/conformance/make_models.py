@@ -53,7 +53,7 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                 "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
-                "Shape", "Gather", "Transpose"}
+                "Shape", "Gather", "Transpose", "ConvTranspose"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -608,6 +608,91 @@ class TwoOutputs(nn.Module):
         return y, self.pool(y)
 
 
+# ---- ConvTranspose ----------------------------------------------------------------------------
+# nn.ConvTranspose2d exports ConvTranspose with explicit pads and, when nonzero, output_padding;
+# auto_pad and output_shape come from make_ort_models.py.
+
+add("convtranspose_s2_outpad", lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1),
+    X, ["ConvTranspose"], "ConvTranspose 3x3 strides 2 pads 1 output_padding 1 (9 -> 18: the "
+    "upsampling of decoders)", opsets=(11, 13, 17))
+add("convtranspose_groups2", lambda: nn.ConvTranspose2d(4, 6, 3, groups=2), X, ["ConvTranspose"],
+    "ConvTranspose group 2 (4 -> 6), weight [C_in, C_out/group, k, k]", opsets=(11, 13))
+add("convtranspose_dilation2", lambda: nn.ConvTranspose2d(4, 6, 3, padding=2, dilation=2), X,
+    ["ConvTranspose"], "ConvTranspose 3x3 dilations 2 pads 2")
+add("convtranspose_nobias_rect", lambda: nn.ConvTranspose2d(4, 5, (3, 2), stride=(2, 1), padding=(1, 0), bias=False),
+    X, ["ConvTranspose"], "ConvTranspose kernel 3x2, strides (2,1), pads (1,0), no bias (2 inputs)")
+add("convtranspose_outpad_dilation", lambda: nn.ConvTranspose2d(4, 3, 3, output_padding=1, dilation=2),
+    X, ["ConvTranspose"],
+    "ConvTranspose strides 1 dilations 2 output_padding 1 (allowed by the dilation): the last row "
+    "and column are bias only")
+add("convtranspose_depthwise_k4s2p1", lambda: nn.ConvTranspose2d(4, 4, 4, stride=2, padding=1, groups=4),
+    X, ["ConvTranspose"], "depthwise ConvTranspose group 4, 4x4 strides 2 pads 1 (exact 2x upsampling)")
+add("dcgan_block", lambda: seq(nn.ConvTranspose2d(4, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                               nn.ConvTranspose2d(8, 3, 4, 2, 1, bias=False), nn.Tanh()),
+    (1, 4, 4, 4), ["ConvTranspose", "BatchNormalization", "Relu", "Tanh"],
+    "DCGAN generator blocks: ConvTranspose k4 s2 p1 (no bias) -> BatchNorm -> Relu -> "
+    "ConvTranspose -> Tanh (4x4 -> 16x16); BN kept (do_constant_folding=False, PRESERVE)",
+    fold=False, training=PRESERVE)
+
+
+class UNetUp(nn.Module):
+    """A U-Net level: a strided conv down, ConvTranspose up, concat with the skip, conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.fuse = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.up(F.relu(self.down(x)))
+        return F.relu(self.fuse(torch.cat((x, y), 1)))
+
+
+add("unet_up", UNetUp, (1, 4, 8, 10), ["Conv", "Relu", "ConvTranspose", "Concat"],
+    "U-Net level: Conv strides 2 down, ConvTranspose 2x2 strides 2 up, concat with the skip, Conv")
+
+# ---- 1-D models (N x C x L), run by cgr's 2-D layers as height 1 --------------------------------
+
+L = (1, 4, 16)  # default input of the 1-D models
+
+add("conv1d", lambda: nn.Conv1d(4, 6, 3, padding=1), L, ["Conv"], "Conv1d k3 pads 1",
+    opsets=(11, 13, 17))
+add("conv1d_stride_dilation_groups", lambda: nn.Conv1d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2, bias=False),
+    L, ["Conv"], "Conv1d k3 strides 2 pads 2 dilations 2 group 2, no bias")
+add("maxpool1d", lambda: nn.MaxPool1d(3, 2, 1), L, ["MaxPool"], "MaxPool1d k3 strides 2 pads 1",
+    opsets=(11, 13))
+add("maxpool1d_ceil", lambda: nn.MaxPool1d(2, 3, ceil_mode=True), L, ["MaxPool"],
+    "MaxPool1d k2 strides 3 ceil_mode=1")
+add("avgpool1d", lambda: nn.AvgPool1d(3, 2, 1), L, ["Pad", "AveragePool"],
+    "AvgPool1d k3 s2 pad 1 count_include_pad=True -> Pad (6 pads, rank 3) + AveragePool")
+add("avgpool1d_exclude", lambda: nn.AvgPool1d(3, 2, 1, count_include_pad=False), L, ["AveragePool"],
+    "AvgPool1d k3 s2 pads 1 count_include_pad=0")
+add("bn1d", lambda: nn.BatchNorm1d(4), L, ["BatchNormalization"],
+    "standalone BatchNorm1d on N x C x L", opsets=(11, 15), fold=False)
+add("gap1d", lambda: nn.AdaptiveAvgPool1d(1), L, ["GlobalAveragePool"],
+    "AdaptiveAvgPool1d(1) -> GlobalAveragePool on N x C x L (output N x C x 1)")
+add("convtranspose1d", lambda: nn.ConvTranspose1d(4, 6, 4, stride=2, padding=1), L, ["ConvTranspose"],
+    "ConvTranspose1d k4 strides 2 pads 1 (16 -> 32)", opsets=(11, 13))
+
+
+def cnn1d():
+    """A small 1-D CNN: (conv-bn-relu-pool) x 2, flatten, linear."""
+    return seq(nn.Conv1d(4, 8, 5, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
+               nn.Conv1d(8, 16, 3, padding=1), nn.BatchNorm1d(16), nn.ReLU(), nn.AvgPool1d(2),
+               nn.Flatten(1), nn.Linear(16 * 8, 5))
+
+
+add("cnn1d", cnn1d, (2, 4, 32),
+    ["Conv", "Relu", "MaxPool", "Pad", "AveragePool", "Flatten", "Gemm"],
+    "1-D CNN: (Conv1d-BatchNorm1d-ReLU-pool) x 2 -> Flatten -> Linear, batch 2; the exporter folds "
+    "BN into the convs")
+add("cnn1d_bn", cnn1d, (2, 4, 32),
+    ["Conv", "BatchNormalization", "Relu", "MaxPool", "Pad", "AveragePool", "Flatten", "Gemm"],
+    "cnn1d with BatchNormalization kept (do_constant_folding=False, PRESERVE): cgr folds it",
+    fold=False, training=PRESERVE)
+
+
 # ---- attribute forms torch does not emit (graph edited by this script) ------------------------
 
 add("conv_pads_asym_attr", lambda: Lambda(lambda s, x: s.conv(F.pad(x, (1, 0, 2, 1))),
@@ -897,6 +982,62 @@ def op_avgpool(x, a):
     return (total / cnt).astype(np.float32)
 
 
+def op_conv_transpose(x, w, b, a):
+    """The spec literally: each input pixel scatters into its window of the full output, which
+    pads (given, or derived from output_shape / auto_pad) then trim."""
+    group = a.get("group", 1)
+    n, c, h, wd = x.shape
+    k = list(w.shape[2:])
+    s = list(a.get("strides", [1, 1]))
+    d = list(a.get("dilations", [1, 1]))
+    op = list(a.get("output_padding", [0, 0]))
+    full = [s[i] * (x.shape[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 for i in range(2)]
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    out = None
+    if "output_shape" in a:
+        out = list(a["output_shape"])[-2:]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = [x.shape[2 + i] * s[i] for i in range(2)]
+    elif auto == "VALID":
+        pads = [0, 0, 0, 0]
+    if out is not None:
+        for i in range(2):
+            # an output past the full one gets the extra rows at the end (ONNX Runtime's reading)
+            total = max(full[i] - out[i], 0)
+            full[i] = max(full[i], out[i])
+            begin = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pads[i], pads[2 + i] = begin, total - begin
+    mg = w.shape[1]
+    cg = c // group
+    y = np.zeros((n, mg * group, full[0], full[1]))
+    for gi in range(group):
+        xg = x[:, gi * cg:(gi + 1) * cg].astype(np.float64)
+        for i in range(k[0]):
+            for j in range(k[1]):
+                contrib = np.einsum("nchw,cm->nmhw", xg, w[gi * cg:(gi + 1) * cg, :, i, j].astype(np.float64))
+                y[:, gi * mg:(gi + 1) * mg, i * d[0]:i * d[0] + s[0] * (h - 1) + 1:s[0],
+                  j * d[1]:j * d[1] + s[1] * (wd - 1) + 1:s[1]] += contrib
+    y = y[:, :, pads[0]:full[0] - pads[2], pads[1]:full[1] - pads[3]]
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return y.astype(np.float32)
+
+
+def as_2d_window(x, a, w=None):
+    """An N x C x L window op as the N x C x 1 x L one: attributes and weight get a height of 1."""
+    a = dict(a)
+    for key, one in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("output_padding", 0)):
+        if key in a:
+            a[key] = [one] + list(a[key])
+    if "pads" in a:
+        a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    if "output_shape" in a:
+        a["output_shape"] = [1] + list(a["output_shape"])[-1:]
+    return x[:, :, None, :], a, (None if w is None else w[:, :, None, :])
+
+
 def eval_node(node, ins):
     t = node.op_type
     a = attrs_of(node)
@@ -924,8 +1065,14 @@ def eval_node(node, ins):
         return [ins[0] - ins[1]]
     if t == "Mul":
         return [ins[0] * ins[1]]
+    if t in ("Conv", "ConvTranspose", "MaxPool", "AveragePool") and x.ndim == 3:
+        x4, a4, w4 = as_2d_window(x, a, ins[1] if len(ins) > 1 else None)
+        node4 = helper.make_node(t, [], [], **a4)
+        return [eval_node(node4, [x4, w4] + list(ins[2:]))[0][:, :, 0, :]]
     if t == "Conv":
         return [op_conv(x, ins[1], ins[2] if len(ins) > 2 and ins[2] is not None else None, a)]
+    if t == "ConvTranspose":
+        return [op_conv_transpose(x, ins[1], ins[2] if len(ins) > 2 and ins[2] is not None else None, a)]
     if t == "BatchNormalization":
         if a.get("training_mode", 0):
             raise NotImplementedError("training_mode")

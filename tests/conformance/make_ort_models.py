@@ -497,6 +497,78 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# ConvTranspose (versions 1 and 11) and 1-D windows (N x C x L)
+# --------------------------------------------------------------------------------------------
+
+@case("convtranspose_pads", (7, 11), ["ConvTranspose"])
+def _(g, opset):
+    # Asymmetric pads, output_padding on both axes, rectangular kernel and strides, bias.
+    x = g.input("x", [2, 3, 4, 5])
+    g.output(g.node("ConvTranspose", [x, g.weight("w", [3, 4, 2, 3]), g.weight("b", [4])], ["y"],
+                    strides=[2, 3], pads=[1, 0, 0, 2], output_padding=[1, 2]))
+
+
+@case("convtranspose_output_shape", (7, 11), ["ConvTranspose"])
+def _(g, opset):
+    # Pads derived from output_shape (odd totals: the extra pad at the start), the spatial form
+    # and the N x C x H x W form; with SAME_UPPER the extra pad goes to the end.
+    x = g.input("x", [1, 2, 3, 4])
+    w = g.weight("w", [2, 3, 3, 3])
+    g.output(g.node("ConvTranspose", [x, w], ["a"], strides=[3, 2], output_shape=[10, 8]))
+    g.output(g.node("ConvTranspose", [x, w], ["b"], strides=[2, 2], output_shape=[1, 3, 6, 9]))
+    g.output(g.node("ConvTranspose", [x, w], ["c"], strides=[2, 2], output_shape=[6, 9],
+                    auto_pad="SAME_UPPER"))
+
+
+@case("convtranspose_auto_pad", (7, 11), ["ConvTranspose"])
+def _(g, opset):
+    # SAME_*: output = input x stride, output_padding counted in the total; VALID: everything.
+    x = g.input("x", [1, 4, 3, 4])
+    w = g.weight("w", [4, 2, 3, 3])
+    g.output(g.node("ConvTranspose", [x, w], ["upper"], strides=[2, 2], auto_pad="SAME_UPPER",
+                    output_padding=[1, 1]))
+    g.output(g.node("ConvTranspose", [x, w], ["lower"], strides=[3, 3], dilations=[2, 2],
+                    output_padding=[1, 1], auto_pad="SAME_LOWER"))
+    g.output(g.node("ConvTranspose", [x, w, g.weight("b", [4])], ["valid"], strides=[2, 1],
+                    auto_pad="VALID", group=2))
+
+
+@case("convtranspose_group_dilation", (11, 13), ["ConvTranspose", "Relu"])
+def _(g, opset):
+    # group 2, dilations 2, kernel_shape stated, no bias, after a computed tensor.
+    x = g.node("Relu", [g.input("x", [2, 4, 5, 4])], ["r"])
+    g.output(g.node("ConvTranspose", [x, g.weight("w", [4, 3, 3, 2])], ["y"], group=2,
+                    dilations=[2, 2], kernel_shape=[3, 2], pads=[1, 1, 1, 1]))
+
+
+@case("convtranspose_1d", (11, 13), ["ConvTranspose"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 7])
+    w = g.weight("w", [3, 2, 4])
+    g.output(g.node("ConvTranspose", [x, w, g.weight("bias", [2])], ["padded"], strides=[2],
+                    pads=[1, 2], output_padding=[1]))
+    g.output(g.node("ConvTranspose", [x, w], ["shaped"], strides=[3], output_shape=[20]))
+
+
+@case("windows_1d", (7, 11, 13), ["Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+                                  "BatchNormalization"])
+def _(g, opset):
+    # N x C x L through every windowed op: SAME_UPPER conv, asymmetric pads, ceil_mode.
+    x = g.input("x", [2, 3, 11])
+    c = g.node("Conv", [x, g.weight("w", [4, 3, 3]), g.weight("b", [4])], ["c"], strides=[2],
+               auto_pad="SAME_UPPER")
+    scale, bias = g.const("s", g.rng.uniform(0.5, 1.5, 4)), g.const("bb", g.rng.uniform(-1, 1, 4))
+    mean, var = g.const("m", g.rng.uniform(-1, 1, 4)), g.const("v", g.rng.uniform(0.5, 2, 4))
+    bn = g.node("BatchNormalization", [c, scale, bias, mean, var], ["bn"], epsilon=1e-3)
+    pool_attrs = {"ceil_mode": 1} if opset >= 10 else {}
+    g.output(g.node("MaxPool", [bn], ["max"], kernel_shape=[2], pads=[1, 0], strides=[2],
+                    **pool_attrs))
+    avg = g.node("AveragePool", [bn], ["avg"], kernel_shape=[3], pads=[1, 1], count_include_pad=1)
+    g.output(avg)
+    g.output(g.node("GlobalAveragePool", [avg], ["gap"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

@@ -21,6 +21,7 @@
 #include "cgr/layers/clip.hpp"
 #include "cgr/layers/concat.hpp"
 #include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/conv_transpose2d.hpp"
 #include "cgr/layers/flatten.hpp"
 #include "cgr/layers/global_avg_pool.hpp"
 #include "cgr/layers/layer.hpp"
@@ -63,6 +64,10 @@ class Network {
   // One builder per layer kind; each validates its handles, then the layer infers its shape.
   Value conv2d(Value x, const Conv2dParams& params, const std::string& name) {
     return emplace<Conv2d>(x, name, params);
+  }
+  // The transposed convolution (nn.ConvTranspose2d; nn.ConvTranspose1d on N x C x L).
+  Value conv_transpose2d(Value x, const ConvTranspose2dParams& params, const std::string& name) {
+    return emplace<ConvTranspose2d>(x, name, params);
   }
   Value batch_norm2d(Value x, const BatchNorm2dParams& params, const std::string& name) {
     return emplace<BatchNorm2d>(x, name, params);

@@ -325,19 +325,22 @@ void Importer::need_inputs(const ::onnx::NodeProto& node, const std::string& lab
 
 Padding2d Importer::window_padding(const Attributes& attrs, const Shape& input, Size2 kernel,
                                    Size2 stride, Size2 dilation) {
+  const bool one_d = input.rank() == 3;
   const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
   if (auto_pad == "NOTSET") {
-    const auto pads = attrs.get_ints("pads", {0, 0, 0, 0});
-    if (pads.size() != 4)
-      attrs.unsupported(
-          "pads",
-          fmt::format("has {} values; only 2-D windows (4 values) are supported", pads.size()));
+    const std::size_t count = one_d ? 2 : 4;
+    const auto pads = attrs.get_ints("pads", std::vector<std::int64_t>(count, 0));
+    if (pads.size() != count)
+      attrs.unsupported("pads",
+                        fmt::format("has {} values; a {} window over {} takes {}", pads.size(),
+                                    one_d ? "1-D" : "2-D", input.to_string(), count));
     for (auto p : pads) {
       if (p < 0) attrs.unsupported("pads", "has a negative value");
       if (p > kGeometryLimit)
         attrs.unsupported("pads", fmt::format("value {} is implausibly large", p));
     }
-    return Padding2d(pads[0], pads[1], pads[2], pads[3]);
+    return one_d ? Padding2d(0, pads[0], 0, pads[1])
+                 : Padding2d(pads[0], pads[1], pads[2], pads[3]);
   }
   if (auto_pad == "VALID") return Padding2d(0);
   if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
@@ -350,30 +353,35 @@ Padding2d Importer::window_padding(const Attributes& attrs, const Shape& input, 
     const std::int64_t small = total / 2, large = total - small;
     return auto_pad == "SAME_UPPER" ? std::pair{small, large} : std::pair{large, small};
   };
-  const auto [top, bottom] = same(input[2], kernel.h, stride.h, dilation.h);
-  const auto [left, right] = same(input[3], kernel.w, stride.w, dilation.w);
+  const auto [top, bottom] = one_d ? std::pair<std::int64_t, std::int64_t>{0, 0}
+                                   : same(input[2], kernel.h, stride.h, dilation.h);
+  const auto [left, right] = same(input[input.rank() - 1], kernel.w, stride.w, dilation.w);
   return Padding2d(top, left, bottom, right);
 }
 
 Size2 Importer::pair_attribute(const Attributes& attrs, std::string_view name,
-                               std::int64_t fallback) {
-  const auto values = attrs.get_ints(name, {fallback, fallback});
-  if (values.size() != 2) {
-    attrs.unsupported(name,
-                      fmt::format("has {} values; only 2-D windows are supported", values.size()));
+                               std::int64_t fallback, std::size_t spatial_dims,
+                               std::int64_t height_1d) {
+  const auto values = attrs.get_ints(name, std::vector<std::int64_t>(spatial_dims, fallback));
+  if (values.size() != spatial_dims) {
+    attrs.unsupported(name, fmt::format("has {} values; a {}-D window takes {}", values.size(),
+                                        spatial_dims, spatial_dims));
   }
   for (auto v : values) {
     if (v > kGeometryLimit)
       attrs.unsupported(name, fmt::format("value {} is implausibly large", v));
   }
-  return Size2(values[0], values[1]);
+  return spatial_dims == 1 ? Size2(height_1d, values[0]) : Size2(values[0], values[1]);
 }
 
 Value Importer::spatial_input(const ::onnx::NodeProto& node, const std::string& label) {
   const Value x = value(node.input(0), label);
-  if (result_.network.desc(x).shape.rank() != 4) {
-    fail("{}: input '{}' has shape {}; only 2-D (N x C x H x W) inputs are supported", label,
-         node.input(0), result_.network.desc(x).shape.to_string());
+  const std::size_t rank = result_.network.desc(x).shape.rank();
+  if (rank != 4 && rank != 3) {
+    fail(
+        "{}: input '{}' has shape {}; only 2-D (N x C x H x W) and 1-D (N x C x L) inputs are "
+        "supported",
+        label, node.input(0), result_.network.desc(x).shape.to_string());
   }
   return x;
 }

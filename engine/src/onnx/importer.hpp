@@ -1,7 +1,7 @@
 // The ONNX importer: the graph walk (import.cpp) and the table of op handlers it dispatches to,
 // one per ONNX op type, each registered in the file of its op family:
-//   ops_nn.cpp           Conv, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool,
-//                        Gemm, MatMul
+//   ops_nn.cpp           Conv, ConvTranspose, BatchNormalization, MaxPool, AveragePool,
+//                        GlobalAveragePool (2-D and 1-D windows), Gemm, MatMul
 //   ops_elementwise.cpp  Relu, LeakyRelu, Clip, the Unary functions, the Binary ones (Add, Sub,
 //                        Mul, Div, Pow, PRelu; Sum, Mean, Max, Min)
 //   ops_reduce.cpp       ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalMaxPool
@@ -107,13 +107,17 @@ class Importer {
   void only_first_output(const ::onnx::NodeProto& node, const std::string& label);
   static void need_inputs(const ::onnx::NodeProto& node, const std::string& label, int low,
                           int high);
-  // Input 0 of `node`, which must be 4-D (N x C x H x W).
+  // Input 0 of `node`: N x C x H x W, or N x C x L (a 1-D window, which cgr's 2-D layers
+  // take as height 1: cgr/layers/spatial.hpp).
   Value spatial_input(const ::onnx::NodeProto& node, const std::string& label);
-  // Pads from `pads` / `auto_pad` for a 2-D window, as (top, left, bottom, right).
+  // Pads from `pads` / `auto_pad` for the window over `input` (N x C x H x W: 4 pads; N x C x
+  // L: 2, the height unpadded), as (top, left, bottom, right).
   static Padding2d window_padding(const Attributes& attrs, const Shape& input, Size2 kernel,
                                   Size2 stride, Size2 dilation);
-  static Size2 pair_attribute(const Attributes& attrs, std::string_view name,
-                              std::int64_t fallback);
+  // A per-axis window attribute (kernel_shape, strides, dilations, output_padding) as (h, w):
+  // 2 values, or 1 for a 1-D window (`spatial_dims` 1; h is then `height_1d`).
+  static Size2 pair_attribute(const Attributes& attrs, std::string_view name, std::int64_t fallback,
+                              std::size_t spatial_dims = 2, std::int64_t height_1d = 1);
 
  private:
   void read_opset();

@@ -1,6 +1,7 @@
 // ONNX ops with weights or windows: Conv (a Pad feeding it folds into its padding),
-// BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, and Gemm / MatMul with a
-// constant weight as Linear.
+// ConvTranspose, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, and Gemm / MatMul
+// with a constant weight as Linear. The windowed ops take 2-D (N x C x H x W) and 1-D (N x C x
+// L) inputs; cgr's 2-D layers run the 1-D ones as height 1, without reshapes.
 #include <optional>
 
 #include "cgr/error.hpp"
@@ -19,27 +20,30 @@ void import_conv(Importer& im, const ::onnx::NodeProto& node, int index, const s
   if (const PendingPad* pad = im.pending_pad(node.input(0))) {
     x = pad->input;
     extra = pad->padding;
-    if (im.network().desc(x).shape.rank() != 4)
-      fail("{}: only 2-D convolutions are supported", label);
   } else {
     x = im.spatial_input(node, label);
   }
-  const ConstantTensor& w = im.constant(node.input(1), label, "weight");
-  if (w.shape.rank() != 4 || !w.is_float) {
-    fail("{}: weight '{}' has shape {}; only 2-D convolutions (4-D float weights) are supported",
-         label, node.input(1), w.shape.to_string());
-  }
   const Shape in_shape = im.network().desc(x).shape;
-  const Size2 kernel = Importer::pair_attribute(attrs, "kernel_shape", 0);
-  if (attrs.has("kernel_shape") && (kernel.h != w.shape[2] || kernel.w != w.shape[3])) {
+  // N x C x L (nn.Conv1d) runs as a 2-D conv of height 1, weight [out, in/group, k].
+  const std::size_t spatial_dims = in_shape.rank() - 2;
+  const ConstantTensor& w = im.constant(node.input(1), label, "weight");
+  if (w.shape.rank() != in_shape.rank() || !w.is_float) {
+    fail("{}: weight '{}' has shape {}; a {}-D convolution of input {} needs {}-D float weights",
+         label, node.input(1), w.shape.to_string(), spatial_dims, in_shape.to_string(),
+         in_shape.rank());
+  }
+  const Size2 weight_kernel =
+      spatial_dims == 1 ? Size2(1, w.shape[2]) : Size2(w.shape[2], w.shape[3]);
+  const Size2 kernel = Importer::pair_attribute(attrs, "kernel_shape", 0, spatial_dims);
+  if (attrs.has("kernel_shape") && !(kernel == weight_kernel)) {
     attrs.unsupported("kernel_shape", fmt::format("{} disagrees with the weight shape {}",
                                                   to_string(kernel), w.shape.to_string()));
   }
   Conv2dParams p;
   p.out_channels = w.shape[0];
-  p.kernel = Size2(w.shape[2], w.shape[3]);
-  p.stride = Importer::pair_attribute(attrs, "strides", 1);
-  p.dilation = Importer::pair_attribute(attrs, "dilations", 1);
+  p.kernel = weight_kernel;
+  p.stride = Importer::pair_attribute(attrs, "strides", 1, spatial_dims);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1, spatial_dims);
   p.groups = attrs.get_int("group", 1);
   if (p.groups <= 0 || p.groups > in_shape[1]) {
     attrs.unsupported("group",
@@ -47,8 +51,8 @@ void import_conv(Importer& im, const ::onnx::NodeProto& node, int index, const s
   }
   Shape padded = in_shape;
   if (extra) {
-    padded[2] += extra->top + extra->bottom;
-    padded[3] += extra->left + extra->right;
+    if (spatial_dims == 2) padded[2] += extra->top + extra->bottom;
+    padded[in_shape.rank() - 1] += extra->left + extra->right;
   }
   p.padding = Importer::window_padding(attrs, padded, p.kernel, p.stride, p.dilation);
   if (extra) {
@@ -67,6 +71,161 @@ void import_conv(Importer& im, const ::onnx::NodeProto& node, int index, const s
   }
   const std::string name = im.layer_name(node, index, node.input(1));
   const Value y = im.network().conv2d(x, p, name);
+  im.add_weight(name, "weight", w.shape, w.floats);
+  if (b != nullptr) {
+    if (!b->is_float || b->floats.size() != static_cast<std::size_t>(p.out_channels)) {
+      fail("{}: bias '{}' has shape {}, expected [{}]", label, node.input(2), b->shape.to_string(),
+           p.out_channels);
+    }
+    im.add_weight(name, "bias", Shape{p.out_channels}, b->floats);
+  }
+  im.bind(node.output(0), y);
+}
+
+// ConvTranspose (opsets 1 and 11 read alike): weight [C_in, C_out/group, k...]. The output
+// size comes from pads (NOTSET), from output_shape (pads derived from it, the odd one at the
+// start except for SAME_UPPER), or from auto_pad SAME_* (output = input x stride); VALID pads
+// nothing. output_padding adds to the end; with output_shape or SAME it counts in the total
+// padding, as the spec's formula has it.
+void import_conv_transpose(Importer& im, const ::onnx::NodeProto& node, int index,
+                           const std::string& label) {
+  Attributes attrs(node, label,
+                   {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                    "output_shape", "pads", "strides"});
+  Importer::need_inputs(node, label, 2, 3);
+  const Value x = im.spatial_input(node, label);
+  const Shape in_shape = im.network().desc(x).shape;
+  const std::size_t spatial_dims = in_shape.rank() - 2;
+  const ConstantTensor& w = im.constant(node.input(1), label, "weight");
+  if (w.shape.rank() != in_shape.rank() || !w.is_float) {
+    fail(
+        "{}: weight '{}' has shape {}; a {}-D transposed convolution of input {} needs {}-D "
+        "float weights",
+        label, node.input(1), w.shape.to_string(), spatial_dims, in_shape.to_string(),
+        in_shape.rank());
+  }
+  const Size2 weight_kernel =
+      spatial_dims == 1 ? Size2(1, w.shape[2]) : Size2(w.shape[2], w.shape[3]);
+  const Size2 kernel = Importer::pair_attribute(attrs, "kernel_shape", 0, spatial_dims);
+  if (attrs.has("kernel_shape") && !(kernel == weight_kernel)) {
+    attrs.unsupported("kernel_shape", fmt::format("{} disagrees with the weight shape {}",
+                                                  to_string(kernel), w.shape.to_string()));
+  }
+  ConvTranspose2dParams p;
+  p.groups = attrs.get_int("group", 1);
+  if (p.groups <= 0 || in_shape[1] % p.groups != 0) {
+    attrs.unsupported("group",
+                      fmt::format("{} does not divide {} input channels", p.groups, in_shape[1]));
+  }
+  if (w.shape[0] != in_shape[1]) {
+    fail(
+        "{}: weight '{}' of shape {} does not fit input channels {} (ConvTranspose weights are "
+        "[C_in, C_out/group, k...])",
+        label, node.input(1), w.shape.to_string(), in_shape[1]);
+  }
+  if (__builtin_mul_overflow(w.shape[1], p.groups, &p.out_channels)) {
+    fail("{}: weight '{}' of shape {} with group={} has too many output channels", label,
+         node.input(1), w.shape.to_string(), p.groups);
+  }
+  p.kernel = weight_kernel;
+  p.stride = Importer::pair_attribute(attrs, "strides", 1, spatial_dims);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1, spatial_dims);
+  p.output_padding = Importer::pair_attribute(attrs, "output_padding", 0, spatial_dims, 0);
+  const Size2 extent = spatial_dims == 1 ? Size2(1, in_shape[2]) : Size2(in_shape[2], in_shape[3]);
+  for (const auto& [what, v] :
+       {std::pair{"strides", p.stride}, std::pair{"dilations", p.dilation}}) {
+    if (v.h <= 0 || v.w <= 0) attrs.unsupported(what, "must be positive");
+  }
+  if (p.output_padding.h < 0 || p.output_padding.w < 0)
+    attrs.unsupported("output_padding", "has a negative value");
+  if ((p.output_padding.h >= p.stride.h && p.output_padding.h >= p.dilation.h) ||
+      (p.output_padding.w >= p.stride.w && p.output_padding.w >= p.dilation.w)) {
+    attrs.unsupported(
+        "output_padding",
+        fmt::format("{} must be smaller than the strides {} or the dilations {}",
+                    to_string(p.output_padding), to_string(p.stride), to_string(p.dilation)));
+  }
+  // The full output per axis: every tap of every input pixel, before trimming.
+  const auto full = [&](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d,
+                        std::int64_t op) {
+    return conv_transpose_output_size(in, k, s, 0, 0, op, d);
+  };
+  const std::int64_t full_h =
+      full(extent.h, p.kernel.h, p.stride.h, p.dilation.h, p.output_padding.h);
+  const std::int64_t full_w =
+      full(extent.w, p.kernel.w, p.stride.w, p.dilation.w, p.output_padding.w);
+  const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER") {
+    attrs.unsupported("auto_pad", fmt::format("value '{}' is not supported", auto_pad));
+  }
+  // Pads that trim the full output to `out` per axis: the odd one at the end for SAME_UPPER,
+  // at the start otherwise (the spec's formula; ONNX Runtime agrees). An output larger than
+  // the full one (ONNX's backend test asks for one row more) gets the extra rows at the end,
+  // reached by no tap, as ONNX Runtime computes it: that is more output_padding, and holds
+  // to the same bound.
+  const auto trim_to = [&](Size2 out, std::string_view attribute) {
+    const std::int64_t total_h = full_h - out.h, total_w = full_w - out.w;
+    if (total_h < 0 || total_w < 0) {
+      const Size2 extended(p.output_padding.h + std::max<std::int64_t>(0, -total_h),
+                           p.output_padding.w + std::max<std::int64_t>(0, -total_w));
+      if ((extended.h >= p.stride.h && extended.h >= p.dilation.h) ||
+          (extended.w >= p.stride.w && extended.w >= p.dilation.w)) {
+        attrs.unsupported(attribute,
+                          fmt::format("asks for an output of {}, past the full transposed "
+                                      "convolution ({}x{}) by as much as the strides {} or more",
+                                      to_string(out), full_h, full_w, to_string(p.stride)));
+      }
+      p.output_padding = extended;
+    }
+    const std::int64_t trim_h = std::max<std::int64_t>(0, total_h);
+    const std::int64_t trim_w = std::max<std::int64_t>(0, total_w);
+    const bool upper = auto_pad == "SAME_UPPER";
+    const std::int64_t top = upper ? trim_h / 2 : trim_h - trim_h / 2;
+    const std::int64_t left = upper ? trim_w / 2 : trim_w - trim_w / 2;
+    return Padding2d(top, left, trim_h - top, trim_w - left);
+  };
+  if (attrs.has("output_shape")) {
+    // The spatial dims, or (as some exporters write) the whole N x C x ... shape.
+    auto out = attrs.get_ints("output_shape", {});
+    if (out.size() == in_shape.rank()) out.erase(out.begin(), out.begin() + 2);
+    if (out.size() != spatial_dims) {
+      attrs.unsupported("output_shape",
+                        fmt::format("has {} values for {} spatial dims", out.size(), spatial_dims));
+    }
+    for (auto v : out) {
+      if (v <= 0 || v > kGeometryLimit)
+        attrs.unsupported("output_shape", fmt::format("value {} is out of range", v));
+    }
+    p.padding =
+        trim_to(spatial_dims == 1 ? Size2(1, out[0]) : Size2(out[0], out[1]), "output_shape");
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    p.padding = trim_to(Size2(extent.h * p.stride.h, extent.w * p.stride.w), "auto_pad");
+  } else if (auto_pad == "VALID") {
+    p.padding = Padding2d(0);
+  } else {
+    const std::size_t count = 2 * spatial_dims;
+    const auto pads = attrs.get_ints("pads", std::vector<std::int64_t>(count, 0));
+    if (pads.size() != count) {
+      attrs.unsupported("pads", fmt::format("has {} values; a {}-D window takes {}", pads.size(),
+                                            spatial_dims, count));
+    }
+    for (auto v : pads) {
+      if (v < 0) attrs.unsupported("pads", "has a negative value");
+      if (v > kGeometryLimit)
+        attrs.unsupported("pads", fmt::format("value {} is implausibly large", v));
+    }
+    p.padding = spatial_dims == 1 ? Padding2d(0, pads[0], 0, pads[1])
+                                  : Padding2d(pads[0], pads[1], pads[2], pads[3]);
+    if (p.padding.top + p.padding.bottom >= full_h || p.padding.left + p.padding.right >= full_w) {
+      attrs.unsupported("pads", fmt::format("{} trim the whole output ({}x{})",
+                                            to_string(p.padding), full_h, full_w));
+    }
+  }
+  const ConstantTensor* b = im.optional_constant(node, 2, label, "bias");
+  p.bias = b != nullptr;
+  const std::string name = im.layer_name(node, index, node.input(1));
+  const Value y = im.network().conv_transpose2d(x, p, name);
   im.add_weight(name, "weight", w.shape, w.floats);
   if (b != nullptr) {
     if (!b->is_float || b->floats.size() != static_cast<std::size_t>(p.out_channels)) {
@@ -119,11 +278,13 @@ void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const s
   if (max && attrs.get_int("storage_order", 0) != 0)
     attrs.unsupported("storage_order", "must be 0");
   const Value x = im.spatial_input(node, label);
+  // N x C x L (MaxPool1d, AvgPool1d) pools as a window of height 1.
+  const std::size_t spatial_dims = im.network().desc(x).shape.rank() - 2;
   Pool2dParams p;
-  p.kernel = Importer::pair_attribute(attrs, "kernel_shape", 1);
-  p.stride =
-      Importer::pair_attribute(attrs, "strides", 1);  // ONNX's default stride is 1, not the kernel
-  p.dilation = Importer::pair_attribute(attrs, "dilations", 1);
+  p.kernel = Importer::pair_attribute(attrs, "kernel_shape", 1, spatial_dims);
+  // ONNX's default stride is 1, not the kernel.
+  p.stride = Importer::pair_attribute(attrs, "strides", 1, spatial_dims);
+  p.dilation = Importer::pair_attribute(attrs, "dilations", 1, spatial_dims);
   // AveragePool has dilations from opset 19; cgr's average pooling has none.
   if (!max && (p.dilation.h != 1 || p.dilation.w != 1))
     attrs.unsupported("dilations", "must be 1 for AveragePool");
@@ -233,6 +394,7 @@ void import_matmul(Importer& im, const ::onnx::NodeProto& node, int index,
 }
 
 CGR_ONNX_OP("Conv", import_conv);
+CGR_ONNX_OP("ConvTranspose", import_conv_transpose);
 CGR_ONNX_OP("BatchNormalization", import_batch_norm);
 CGR_ONNX_OP("MaxPool", import_max_pool);
 CGR_ONNX_OP("AveragePool", import_average_pool);

@@ -273,8 +273,10 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
       fill = v->is_float ? double{v->floats.at(0)} : static_cast<double>(v->ints.at(0));
     }
   }
-  // pads as [begin of every dim..., end of every dim...] for the 4 dims of x.
-  std::vector<std::int64_t> p(8, 0);
+  // pads as [begin of every dim..., end of every dim...] for the dims of x (4, or 3 for an
+  // N x C x L input).
+  const auto dims = static_cast<std::size_t>(rank);
+  std::vector<std::int64_t> p(2 * dims, 0);
   if (const ConstantTensor* axes = im.optional_constant(node, 3, label, "axes")) {
     if (axes->is_float || given.size() != 2 * axes->ints.size()) {
       fail("{}: axes '{}' must hold integers, half as many as pads", label, node.input(3));
@@ -284,17 +286,17 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
       if (a < -rank || a >= rank) fail("{}: axis {} is out of range for rank {}", label, a, rank);
       if (a < 0) a += rank;
       p[static_cast<std::size_t>(a)] = given[i];
-      p[static_cast<std::size_t>(a + 4)] = given[i + axes->ints.size()];
+      p[static_cast<std::size_t>(a) + dims] = given[i + axes->ints.size()];
     }
   } else {
-    if (given.size() != 8) {
-      fail("{}: pads must hold 8 integers for a 4-D input, not {}", label, given.size());
+    if (given.size() != 2 * dims) {
+      fail("{}: pads must hold {} integers for a {}-D input, not {}", label, 2 * dims, dims,
+           given.size());
     }
     p = given;
   }
   if (fill != 0.0) fail("{}: constant value {} is not supported (only 0)", label, fill);
-  // p: [n0, c0, h0, w0, n1, c1, h1, w1]
-  if (p[0] != 0 || p[1] != 0 || p[4] != 0 || p[5] != 0) {
+  if (p[0] != 0 || p[1] != 0 || p[dims] != 0 || p[dims + 1] != 0) {
     fail("{}: padding the batch or channel dims is not supported (pads {})", label,
          fmt::join(p, ","));
   }
@@ -302,9 +304,11 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
     if (v < 0) fail("{}: negative pads (cropping) are not supported", label);
     if (v > kGeometryLimit) fail("{}: pad {} is implausibly large", label, v);
   }
+  // (top, left, bottom, right); an N x C x L input pads L only (cgr/layers/spatial.hpp).
+  const Padding2d padding =
+      dims == 3 ? Padding2d(0, p[2], 0, p[5]) : Padding2d(p[2], p[3], p[6], p[7]);
   // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
-  im.defer_pad(node.output(0), PendingPad{x, Padding2d(p[2], p[3], p[6], p[7]),
-                                          im.layer_name(node, index), std::nullopt});
+  im.defer_pad(node.output(0), PendingPad{x, padding, im.layer_name(node, index), std::nullopt});
 }
 
 void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,

@@ -1,5 +1,7 @@
-// Conv2d: PyTorch's nn.Conv2d on NCHW (stride, padding, dilation, groups, optional bias).
-// Weights: "<name>.weight" [out, in/groups, kh, kw], "<name>.bias" [out] when bias is on.
+// Conv2d: PyTorch's nn.Conv2d on NCHW (stride, padding, dilation, groups, optional bias), and
+// nn.Conv1d on N x C x L, taken as height 1 (cgr/layers/spatial.hpp).
+// Weights: "<name>.weight" [out, in/groups, kh, kw] ([out, in/groups, kw] after an N x C x L
+// input), "<name>.bias" [out] when bias is on.
 // The engine folds a following BatchNorm2d into the weight and bias and fuses a residual Add
 // and a ReLU into the conv's epilogue: the CPU kernel applies them in its final store, the
 // CUDA op (engine/cuda/ops/conv2d.cpp) through cudnnConvolutionBiasActivationForward.

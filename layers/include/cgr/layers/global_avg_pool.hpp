@@ -1,5 +1,6 @@
 // GlobalAvgPool: mean over H x W of an NCHW tensor, giving N x C x 1 x 1
-// (nn.AdaptiveAvgPool2d((1, 1)), ONNX GlobalAveragePool).
+// (nn.AdaptiveAvgPool2d((1, 1)), ONNX GlobalAveragePool), or over L of N x C x L, giving
+// N x C x 1 (nn.AdaptiveAvgPool1d(1)).
 #pragma once
 
 #include "cgr/layers/layer.hpp"

@@ -1,5 +1,6 @@
 // Pad2d: zero padding of the H and W dims of an NCHW tensor (F.pad(x, (l, r, t, b)), ONNX Pad
-// in constant mode with value 0). The ONNX importer folds a Pad into the Conv it feeds.
+// in constant mode with value 0), or of L in N x C x L (left and right only). The ONNX
+// importer folds a Pad into the Conv it feeds.
 #pragma once
 
 #include "cgr/layers/layer.hpp"

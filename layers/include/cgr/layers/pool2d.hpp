@@ -25,7 +25,8 @@ struct Pool2dGeometry {
 };
 
 // Validates the window for `input` (errors name the kind and the layer) and returns its
-// geometry; the output shape is N x C x out_h x out_w.
+// geometry; the output shape is N x C x out_h x out_w, or N x C x out_w after an N x C x L
+// input (MaxPool1d, AvgPool1d: height 1, see spatial.hpp).
 Pool2dGeometry pool2d_geometry(std::string_view kind, const std::string& name,
                                const TensorDesc& input, const Pool2dParams& params);
 std::string pool2d_attributes(const Pool2dParams& params);

@@ -1,6 +1,6 @@
 // RAII for cuDNN's legacy descriptors: created by the caller through `&descriptor.handle`
 // (inside CGR_CUDNN_CHECK) and destroyed with the object, so a failure halfway through an op's
-// setup leaks nothing. (ops/conv2d.cpp keeps its own copy of this template for now.)
+// setup leaks nothing.
 #pragma once
 
 #include <cudnn.h>

@@ -18,6 +18,7 @@
 #include "binary.hpp"
 #include "cgr/error.hpp"
 #include "cgr/layers/conv2d.hpp"
+#include "cudnn_descriptor.hpp"
 #include "device_memory.hpp"
 #include "gpu_op.hpp"
 #include "library_check.hpp"
@@ -26,21 +27,9 @@
 namespace cgr::cuda {
 namespace {
 
-template <typename Handle, cudnnStatus_t (*Destroy)(Handle)>
-struct CudnnDescriptor {
-  Handle handle = nullptr;
-  CudnnDescriptor() = default;
-  CudnnDescriptor(const CudnnDescriptor&) = delete;
-  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
-  ~CudnnDescriptor() {
-    if (handle != nullptr) (void)Destroy(handle);
-  }
-};
-
-using TensorDescriptor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
-using FilterDescriptor = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
-using ConvDescriptor =
-    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+using TensorDescriptor = CudnnTensorDescriptor;
+using FilterDescriptor = CudnnFilterDescriptor;
+using ConvDescriptor = CudnnConvolutionDescriptor;
 using ActivationDescriptor =
     CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
 

@@ -712,3 +712,159 @@ TEST_CASE("Slice: ONNX's clamping, negative indices and steps, a gather bit for 
   CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {0}, {0}}, "zero"); }) ==
         "Slice 'zero': a step of 0 along axis 0");
 }
+
+namespace {
+
+// NumPy's matmul, naively: 1-D promotion, batch dims broadcast, op() transposes, alpha; double
+// accumulation.
+std::vector<float> reference_matmul(const std::vector<float>& a, const Shape& as,
+                                    const std::vector<float>& b, const Shape& bs,
+                                    const MatMulParams& p, const Shape& out) {
+  const std::size_t ra = as.rank(), rb = bs.rank();
+  const std::int64_t a_rows = ra >= 2 ? as[ra - 2] : 1, a_cols = as[ra - 1];
+  const std::int64_t b_rows = rb >= 2 ? bs[rb - 2] : bs[0], b_cols = rb >= 2 ? bs[rb - 1] : 1;
+  const std::int64_t m = p.transpose_a ? a_cols : a_rows, k = p.transpose_a ? a_rows : a_cols;
+  const std::int64_t n = p.transpose_b ? b_rows : b_cols;
+  const std::size_t batch_rank = out.rank() - (ra >= 2 ? 1 : 0) - (rb >= 2 ? 1 : 0);
+  std::int64_t batch = 1;
+  for (std::size_t d = 0; d < batch_rank; ++d)
+    batch *= out[d];
+  // The matrix of `s` (an operand with its last two dims dropped) that batch index t reads.
+  const auto matrix = [&](const Shape& s, std::size_t rank, std::int64_t t) {
+    const std::size_t own = rank >= 2 ? rank - 2 : 0;
+    std::int64_t index = 0, rest = t;
+    std::vector<std::int64_t> digits(batch_rank);
+    for (std::size_t d = batch_rank; d-- > 0;) {
+      digits[d] = rest % out[d];
+      rest /= out[d];
+    }
+    for (std::size_t i = 0; i < own; ++i) {
+      const std::size_t d = batch_rank - own + i;
+      index = index * s[i] + (s[i] == 1 ? 0 : digits[d]);
+    }
+    return index;
+  };
+  std::vector<float> y;
+  for (std::int64_t t = 0; t < batch; ++t) {
+    const std::int64_t ia = matrix(as, ra, t) * m * k, ib = matrix(bs, rb, t) * k * n;
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t c = 0; c < n; ++c) {
+        double acc = 0.0;
+        for (std::int64_t kk = 0; kk < k; ++kk) {
+          const float av =
+              a[static_cast<std::size_t>(ia + (p.transpose_a ? kk * m + r : r * k + kk))];
+          const float bv =
+              b[static_cast<std::size_t>(ib + (p.transpose_b ? c * k + kk : kk * n + c))];
+          acc += double{av} * bv;
+        }
+        y.push_back(static_cast<float>(p.alpha * acc));
+      }
+  }
+  return y;
+}
+
+std::vector<float> run_two_inputs(const Shape& as, const std::vector<float>& a, const Shape& bs,
+                                  const std::vector<float>& b,
+                                  const std::function<Value(Network&, Value, Value)>& build,
+                                  int threads = 2) {
+  Network net;
+  const Value va = net.input("a", as), vb = net.input("b", bs);
+  net.output("y", build(net, va, vb));
+  const Engine e = Engine::build(net, {}, {.threads = threads});
+  return e.create_context().infer({{"a", a}, {"b", b}}).output("y").to_vector();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "MatMul: NumPy's rule (1-D promotion, broadcast batch dims), transposes, alpha, constants") {
+  struct MatMulCase {
+    Shape a, b;
+    MatMulParams p;
+    Shape out;
+  };
+  const std::vector<MatMulCase> cases = {
+      {{5, 7}, {7, 3}, {}, {5, 3}},
+      {{7}, {7, 3}, {}, {3}},                         // 1-D A: a row, dropped
+      {{5, 7}, {7}, {}, {5}},                         // 1-D B: a column, dropped
+      {{7}, {7}, {}, {}},                             // a dot product
+      {{2, 3, 5, 7}, {7, 4}, {}, {2, 3, 5, 4}},       // B broadcast over both batch dims
+      {{2, 1, 5, 7}, {3, 7, 4}, {}, {2, 3, 5, 4}},    // batch dims broadcast both ways
+      {{4, 7}, {3, 7, 6}, {}, {3, 4, 6}},             // A broadcast
+      {{3, 7}, {3, 2}, {true, false, 1.0f}, {7, 2}},  // Aᵀ B
+      {{2, 5, 7}, {2, 4, 7}, {false, true, -0.5f}, {2, 5, 4}},
+      {{2, 7, 5}, {1, 4, 7}, {true, true, 2.0f}, {2, 5, 4}},
+      // Several tiles and two passes over K (kKc = 256), odd sizes.
+      {{2, 37, 300}, {300, 45}, {}, {2, 37, 45}},
+      {{300, 37}, {45, 300}, {true, true, 1.5f}, {37, 45}},
+  };
+  unsigned seed = 200;
+  for (const MatMulCase& c : cases) {
+    CAPTURE(c.a.to_string());
+    CAPTURE(c.b.to_string());
+    const auto a = random_vector(static_cast<std::size_t>(c.a.numel()), ++seed);
+    const auto b = random_vector(static_cast<std::size_t>(c.b.numel()), ++seed);
+    const auto expected = reference_matmul(a, c.a, b, c.b, c.p, c.out);
+    REQUIRE(static_cast<std::int64_t>(expected.size()) == c.out.numel());
+    const auto build = [&](Network& n, Value va, Value vb) { return n.matmul(va, vb, c.p, "mm"); };
+    const auto y = run_two_inputs(c.a, a, c.b, b, build);
+    CHECK(relative_error(y, expected) <= 1e-6);
+    // One thread gives the same bits: every element is one chain over k.
+    CHECK(cgr::test::same_bits(Tensor(c.out, run_two_inputs(c.a, a, c.b, b, build, 1)),
+                               Tensor(c.out, y)));
+    Network shape_net;
+    CHECK(
+        shape_net
+            .desc(shape_net.matmul(shape_net.input("a", c.a), shape_net.input("b", c.b), c.p, "mm"))
+            .shape == c.out);
+    // Each operand as the constant "<name>.constant", the other computed.
+    for (const bool first : {false, true}) {
+      Network cn;
+      const Value x = cn.input("x", first ? c.b : c.a);
+      cn.output("y", cn.matmul(x, MatMulConstant{first ? c.a : c.b, first}, c.p, "mm"));
+      Weights w;
+      w.add("mm.constant", Tensor(first ? c.a : c.b, first ? a : b));
+      const auto yc = Engine::build(cn, w, {.threads = 2})
+                          .create_context()
+                          .infer({{"x", first ? b : a}})
+                          .output("y")
+                          .to_vector();
+      CHECK(cgr::test::same_bits(Tensor(c.out, yc), Tensor(c.out, y)));
+    }
+  }
+  // An empty inner dim (empty slices: inputs have no empty dims) sums nothing: zeros.
+  const auto zeros =
+      run_two_inputs(Shape{3, 2}, random_vector(6, 4), Shape{2, 4}, random_vector(8, 5),
+                     [](Network& n, Value a, Value b) {
+                       return n.matmul(n.slice(a, {{0}, {0}, {1}, {}}, "a0"),
+                                       n.slice(b, {{0}, {0}, {0}, {}}, "b0"), {}, "mm");
+                     });
+  CHECK(zeros == std::vector<float>(12, 0.0f));
+  // NaN in A reaches exactly its row.
+  std::vector<float> a = random_vector(6, 5), b = random_vector(6, 6);
+  a[4] = std::numeric_limits<float>::quiet_NaN();
+  const auto nan_rows =
+      run_two_inputs(Shape{2, 3}, a, Shape{3, 2}, b,
+                     [](Network& n, Value x, Value w) { return n.matmul(x, w, {}, "mm"); });
+  CHECK(!std::isnan(nan_rows[0]));
+  CHECK(!std::isnan(nan_rows[1]));
+  CHECK(std::isnan(nan_rows[2]));
+  CHECK(std::isnan(nan_rows[3]));
+
+  Network net;
+  const Value x = net.input("x", Shape{2, 5, 7});
+  const Value w = net.input("w", Shape{3, 6, 4});
+  CHECK(net.layer(net.producer(net.matmul(x, MatMulConstant{Shape{7, 3}}, {.alpha = 2.0f}, "mc")))
+            .attributes() == "2 x 5x7 @ 7x3, alpha 2, constant B 7x3");
+  CHECK(cgr::test::error_message([&] { net.matmul(x, w, {}, "bad"); }) ==
+        "MatMul 'bad': 'x' of shape 2x5x7 gives op(A) 5x7 and 'w' of shape 3x6x4 gives op(B) 6x4: "
+        "the inner dims differ");
+  CHECK(cgr::test::error_message([&] {
+          net.matmul(x, MatMulConstant{Shape{3, 7, 2}}, {}, "b2");
+        }) == "MatMul 'b2': batch dims 2 of 'x' and 3 of 'b2.constant' do not broadcast");
+  CHECK(cgr::test::error_message([&] { net.matmul(x, MatMulConstant{Shape{}}, {}, "s"); }) ==
+        "MatMul 's': 's.constant' is a scalar; a matrix product needs operands of 1 or more dims");
+  CHECK(cgr::test::error_message([&] {
+          net.matmul(x, MatMulConstant{Shape{5}, true}, {.transpose_a = true}, "t");
+        }) == "MatMul 't': transpose_a needs A with 2 or more dims; 't.constant' has shape 5");
+}

@@ -565,6 +565,67 @@ add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2,
     opsets=(11, 13, 17))
 
 
+# ---- MatMul and Gemm with computed operands ----------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    """Non-local / self-attention over the pixels: both operands of both products are computed."""
+
+    def __init__(self, channels=4):
+        super().__init__()
+        self.q = nn.Conv2d(channels, channels, 1)
+        self.k = nn.Conv2d(channels, channels, 1)
+        self.v = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        q = self.q(x).reshape(n, c, h * w).transpose(1, 2)
+        k = self.k(x).reshape(n, c, h * w)
+        v = self.v(x).reshape(n, c, h * w)
+        a = torch.softmax(q @ k / 2.0, dim=-1)
+        return (v @ a.transpose(1, 2)).reshape(n, c, h, w) + x
+
+
+add("self_attention", SelfAttention, X, ["Conv", "Reshape", "Transpose", "MatMul", "Softmax"],
+    "self-attention over 81 pixels: softmax(q^T k / 2) and v a^T, MatMul of two computed tensors",
+    opsets=(11, 13, 17))
+add("matmul_broadcast", lambda: Lambda(lambda s, x: torch.matmul(x, x.transpose(-1, -2)) +
+                                        torch.matmul(x[:, :1], x) * 0.5),
+    X, ["MatMul", "Transpose", "Slice"],
+    "x @ x^T per channel (batched), and x[:, :1] @ x: a batch dim broadcast from 1 to 4")
+add("matmul_constant_operands", lambda: Lambda(lambda s, x: torch.matmul(s.m, x) @ s.v,
+                                               m=nn.Parameter(torch.randn(5, 9) * 0.3),
+                                               v=nn.Parameter(torch.randn(9) * 0.3)),
+    X, ["MatMul"],
+    "m @ x with a constant 5x9 A broadcast over the batch dims, then @ v with a constant 1-D B "
+    "(a matrix-vector product)")
+
+
+class AddMMComputed(nn.Module):
+    """torch.addmm of computed tensors: the exporter fuses b.t() into Gemm's transB."""
+
+    def forward(self, x):
+        a, b = F.relu(x), torch.tanh(x)
+        return torch.addmm(x[:, :1], a, b.t(), beta=0.5, alpha=2.0)
+
+
+class AddMMTransAComputed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.t(), torch.sigmoid(x))
+
+
+add("gemm_computed", AddMMComputed, (6, 4), ["Gemm", "Relu", "Tanh", "Slice"],
+    "torch.addmm(x[:, :1], relu(x), tanh(x).t(), beta=0.5, alpha=2): Gemm transB=1 with computed A, "
+    "B and C (C broadcast over columns)", opsets=(11, 13, 17))
+add("gemm_computed_transA", AddMMTransAComputed, (6, 4), ["Gemm", "Sigmoid"],
+    "torch.addmm(bias, x.t(), sigmoid(x)): Gemm transA=1 with a computed B and a constant C",
+    opsets=(11, 13))
+
+
 class TwoOutputs(nn.Module):
     def __init__(self):
         super().__init__()

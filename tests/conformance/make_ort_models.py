@@ -497,6 +497,39 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# MatMul and Gemm with computed operands
+# --------------------------------------------------------------------------------------------
+
+@case("matmul_computed", (7, 9, 13), ["MatMul"])
+def _(g, opset):
+    a, b = g.input("a", [2, 1, 3, 4]), g.input("b", [3, 4, 5])
+    p = g.node("MatMul", [a, b], ["p"])  # batch dims broadcast both ways: 2 x 3 x 3 x 5
+    g.output(p)
+    g.output(g.node("MatMul", [g.const("row", g.rng.uniform(-1, 1, [3])), p], ["vm"]))  # a 1-D constant A
+    g.output(g.node("MatMul", [p, g.input("v", [5])], ["mv"]))  # a 1-D computed B
+    g.output(g.node("MatMul", [g.const("left", g.rng.uniform(-1, 1, [6, 3])), p], ["cm"]))  # constant A
+
+
+@case("gemm_computed", (7, 9, 11, 13), ["Gemm"])
+def _(g, opset):
+    a, b = g.input("a", [4, 3]), g.input("b", [5, 4])
+    g.output(g.node("Gemm", [a, b, g.input("c", [1, 5])], ["y"], transA=1, transB=1, alpha=0.5, beta=-2.0))
+    # A constant A, a computed B, a one-element computed C broadcast to every element
+    w = g.const("w", g.rng.uniform(-1, 1, [2, 4]))
+    g.output(g.node("Gemm", [w, g.input("b2", [4, 3]), g.input("c2", [1])], ["z"], beta=0.25))
+    if opset >= 11:  # C is optional from opset 11
+        g.output(g.node("Gemm", [a, g.input("b3", [4, 6])], ["u"], alpha=3.0, transA=1))
+
+
+@case("gemm_constant_b_full_c", (9, 13), ["Gemm"])
+def _(g, opset):
+    # A constant B (a Linear) with a C that varies along rows and columns: added after it
+    x = g.input("x", [3, 4])
+    g.output(g.node("Gemm", [x, g.weight("w", [4, 5]), g.const("c", g.rng.uniform(-1, 1, [3, 5]))], ["y"],
+                    beta=0.5))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

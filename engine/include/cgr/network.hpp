@@ -25,6 +25,7 @@
 #include "cgr/layers/global_avg_pool.hpp"
 #include "cgr/layers/layer.hpp"
 #include "cgr/layers/leaky_relu.hpp"
+#include "cgr/layers/matmul.hpp"
 #include "cgr/layers/reduce.hpp"
 #include "cgr/layers/slice.hpp"
 #include "cgr/layers/unary.hpp"
@@ -93,6 +94,17 @@ class Network {
   }
   Value linear(Value x, const LinearParams& params, const std::string& name) {
     return emplace<Linear>(x, name, params);
+  }
+  // alpha * op(A) op(B) with NumPy's matmul rule (1-D promotion, broadcast batch dims).
+  Value matmul(Value a, Value b, const MatMulParams& params, const std::string& name) {
+    check_value(a, name);
+    check_value(b, name);
+    return add_layer(std::make_unique<MatMul>(name, desc(a), desc(b), params), {a, b});
+  }
+  // x @ c, or c @ x with constant.first, c the weight "<name>.constant" of constant.shape.
+  Value matmul(Value x, MatMulConstant constant, const MatMulParams& params,
+               const std::string& name) {
+    return emplace<MatMul>(x, name, std::move(constant), params);
   }
   Value add(Value a, Value b, const std::string& name) {
     check_value(a, name);

@@ -120,6 +120,29 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
   cases.push_back({"MatMul by a constant 1-D vector", image, [](Network& n, Value x) {
                      return n.matmul(x, MatMulConstant{Shape{13}}, {}, "mv");
                    }});
+  cases.push_back({"LayerNorm over the last dim", image,
+                   [](Network& n, Value x) { return n.layer_norm(x, {}, "ln"); }});
+  cases.push_back({"LayerNorm over C, H, W without bias, eps 1e-3 (a block-wide row)", image,
+                   [](Network& n, Value x) {
+                     return n.layer_norm(x, {.axis = 1, .eps = 1e-3f, .bias = false}, "ln");
+                   }});
+  cases.push_back(
+      {"LayerNorm channels-last (ConvNeXt: permute, LayerNorm(C), permute)", image,
+       [](Network& n, Value x) {
+         const Value last = n.transpose(x, {0, 2, 3, 1}, "to_last");
+         return n.transpose(n.layer_norm(last, {.eps = 1e-6f}, "ln"), {0, 3, 1, 2}, "to_first");
+       }});
+  cases.push_back(
+      {"InstanceNorm", image, [](Network& n, Value x) { return n.instance_norm(x, {}, "in"); }});
+  cases.push_back({"LocalResponseNorm size 5 (AlexNet's)", image, [](Network& n, Value x) {
+                     return n.local_response_norm(x, {.size = 5, .alpha = 1e-2f, .bias = 2.0f},
+                                                  "lrn");
+                   }});
+  cases.push_back({"LocalResponseNorm size 4 (an even window), wider than half the channels", image,
+                   [](Network& n, Value x) {
+                     return n.local_response_norm(x, {.size = 4, .alpha = 0.5f, .beta = 0.6f},
+                                                  "lrn");
+                   }});
   cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
                      return n.clip(x, {-0.5f, 0.25f}, "clip");
                    }});

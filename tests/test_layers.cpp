@@ -774,6 +774,30 @@ std::vector<float> run_two_inputs(const Shape& as, const std::vector<float>& a, 
   return e.create_context().infer({{"a", a}, {"b", b}}).output("y").to_vector();
 }
 
+// Row normalisation in double: mean, population variance, eps, then the affine map.
+std::vector<float> reference_row_norm(
+    const std::vector<float>& x, std::int64_t rows, std::int64_t cols, float eps,
+    const std::function<double(std::int64_t, std::int64_t)>& scale,
+    const std::function<double(std::int64_t, std::int64_t)>& shift) {
+  std::vector<float> y(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j)
+      mean += x[static_cast<std::size_t>(r * cols + j)];
+    mean /= static_cast<double>(cols);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double d = x[static_cast<std::size_t>(r * cols + j)] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(cols);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto i = static_cast<std::size_t>(r * cols + j);
+      y[i] = static_cast<float>((x[i] - mean) / std::sqrt(var + eps) * scale(r, j) + shift(r, j));
+    }
+  }
+  return y;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -867,4 +891,125 @@ TEST_CASE(
   CHECK(cgr::test::error_message([&] {
           net.matmul(x, MatMulConstant{Shape{5}, true}, {.transpose_a = true}, "t");
         }) == "MatMul 't': transpose_a needs A with 2 or more dims; 't.constant' has shape 5");
+}
+
+TEST_CASE("LayerNorm and InstanceNorm against a double-precision reference") {
+  const Shape xs{2, 3, 4, 5};
+  auto x = random_vector(static_cast<std::size_t>(xs.numel()), 301, -2.0f, 3.0f);
+  SUBCASE("LayerNorm over the last dims, with and without bias") {
+    for (const int axis : {-1, 1, 0, 3, -2}) {
+      for (const bool bias : {true, false}) {
+        CAPTURE(axis);
+        CAPTURE(bias);
+        const std::size_t first = static_cast<std::size_t>(axis < 0 ? axis + 4 : axis);
+        const Shape norm(std::vector<std::int64_t>(
+            xs.dims().begin() + static_cast<std::ptrdiff_t>(first), xs.dims().end()));
+        const auto weight = random_vector(static_cast<std::size_t>(norm.numel()), 302, 0.5f, 1.5f);
+        const auto shift = random_vector(static_cast<std::size_t>(norm.numel()), 303);
+        Weights w;
+        w.add("ln.weight", Tensor(norm, weight));
+        if (bias) w.add("ln.bias", Tensor(norm, shift));
+        const auto y = run_network(
+            xs, x,
+            [&](Network& n, Value v) {
+              return n.layer_norm(v, {.axis = axis, .eps = 1e-3f, .bias = bias}, "ln");
+            },
+            w);
+        const std::int64_t cols = norm.numel(), rows = xs.numel() / cols;
+        const auto expected = reference_row_norm(
+            x, rows, cols, 1e-3f,
+            [&](std::int64_t, std::int64_t j) { return weight[static_cast<std::size_t>(j)]; },
+            [&](std::int64_t, std::int64_t j) {
+              return bias ? shift[static_cast<std::size_t>(j)] : 0.0;
+            });
+        CHECK(relative_error(y, expected) <= 1e-6);
+      }
+    }
+  }
+  SUBCASE("InstanceNorm per sample and channel, 3-D and 4-D") {
+    for (const Shape& s : {xs, Shape{2, 3, 20}}) {
+      CAPTURE(s.to_string());
+      const auto weight = random_vector(3, 304, 0.5f, 1.5f), bias = random_vector(3, 305);
+      Weights w;
+      w.add("in.weight", Tensor(Shape{3}, weight));
+      w.add("in.bias", Tensor(Shape{3}, bias));
+      const auto y = run_network(
+          s, x, [](Network& n, Value v) { return n.instance_norm(v, {}, "in"); }, w);
+      const auto expected = reference_row_norm(
+          x, 6, 20, 1e-5f,
+          [&](std::int64_t r, std::int64_t) { return weight[static_cast<std::size_t>(r % 3)]; },
+          [&](std::int64_t r, std::int64_t) { return bias[static_cast<std::size_t>(r % 3)]; });
+      CHECK(relative_error(y, expected) <= 1e-6);
+    }
+  }
+  SUBCASE("a constant row is its shift; NaN stays in its row") {
+    std::vector<float> c(12, 7.0f);
+    c[8] = std::numeric_limits<float>::quiet_NaN();
+    Weights w;
+    w.add("ln.weight", Tensor(Shape{4}, {1.0f, 2.0f, 3.0f, 4.0f}));
+    w.add("ln.bias", Tensor(Shape{4}, {0.5f, 0.25f, 0.0f, -1.0f}));
+    const auto y = run_network(
+        Shape{3, 4}, c, [](Network& n, Value v) { return n.layer_norm(v, {}, "ln"); }, w);
+    CHECK(y[0] == 0.5f);
+    CHECK(y[3] == -1.0f);
+    CHECK(y[5] == 0.25f);
+    for (std::size_t i = 8; i < 12; ++i)
+      CHECK(std::isnan(y[i]));
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.layer(net.producer(net.layer_norm(v, {.axis = -2}, "ln"))).attributes() ==
+        "over 4x5 from axis 2, eps 1e-05");
+  CHECK(cgr::test::error_message([&] { net.layer_norm(v, {.axis = 4}, "bad"); }) ==
+        "LayerNorm 'bad': axis 4 is out of range for 'x' of shape 2x3x4x5");
+  CHECK(cgr::test::error_message([&] { net.layer_norm(v, {.eps = -1.0f}, "eps"); }) ==
+        "LayerNorm 'eps': eps -1 must be a finite number >= 0");
+  CHECK(cgr::test::error_message([&] {
+          net.instance_norm(net.input("flat", Shape{2, 3}), {}, "in");
+        }) ==
+        "InstanceNorm 'in': input 'flat' has shape 2x3, expected N x C x one or more spatial dims");
+}
+
+TEST_CASE("LocalResponseNorm: ONNX's window (floor before, ceil after), against a naive loop") {
+  const Shape xs{2, 6, 3, 4};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 311, -3.0f, 3.0f);
+  for (const std::int64_t size : {1, 2, 3, 4, 5, 13}) {
+    CAPTURE(size);
+    const LocalResponseNormParams p{.size = size, .alpha = 0.2f, .beta = 0.75f, .bias = 1.5f};
+    const auto y =
+        run_network(xs, x, [&](Network& n, Value v) { return n.local_response_norm(v, p, "lrn"); });
+    std::vector<float> expected;
+    const std::int64_t before = (size - 1) / 2, after = size / 2;  // floor and ceil of (size-1)/2
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t c = 0; c < 6; ++c)
+        for (std::int64_t q = 0; q < 12; ++q) {
+          double sum = 0.0;
+          for (std::int64_t k = std::max<std::int64_t>(0, c - before);
+               k <= std::min<std::int64_t>(5, c + after); ++k) {
+            const double v = x[static_cast<std::size_t>((n * 6 + k) * 12 + q)];
+            sum += v * v;
+          }
+          const double v = x[static_cast<std::size_t>((n * 6 + c) * 12 + q)];
+          expected.push_back(
+              static_cast<float>(v / std::pow(1.5 + 0.2 / static_cast<double>(size) * sum, 0.75)));
+        }
+    CHECK(relative_error(y, expected) <= 1e-6);
+  }
+  // size 2: channel c sees c and c + 1 (PyTorch's even window would see c - 1 and c).
+  const std::vector<float> ones{1.0f, 2.0f, 4.0f};  // N=1, C=3, one pixel
+  const auto y = run_network(Shape{1, 3, 1}, ones, [](Network& n, Value v) {
+    return n.local_response_norm(v, {.size = 2, .alpha = 2.0f, .beta = 1.0f, .bias = 0.0f}, "lrn");
+  });
+  CHECK(y[0] == doctest::Approx(1.0 / (1.0 + 4.0)));
+  CHECK(y[1] == doctest::Approx(2.0 / (4.0 + 16.0)));
+  CHECK(y[2] == doctest::Approx(4.0 / 16.0));
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.layer(net.producer(net.local_response_norm(v, {}, "l"))).attributes() ==
+        "size 5, alpha 0.0001, beta 0.75, bias 1");
+  CHECK(cgr::test::error_message([&] { net.local_response_norm(v, {.size = 0}, "bad"); }) ==
+        "LocalResponseNorm 'bad': size 0 must be positive");
+  CHECK(cgr::test::error_message([&] {
+          net.local_response_norm(net.input("v", Shape{6}), {}, "one");
+        }) == "LocalResponseNorm 'one': input 'v' has shape 6, expected N x C x spatial dims");
 }

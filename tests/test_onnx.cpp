@@ -534,3 +534,83 @@ TEST_CASE("ONNX MatMul and Gemm with computed operands become MatMul layers") {
           "constants is not folded");
   }
 }
+
+TEST_CASE("ONNX LRN, InstanceNormalization and LayerNormalization") {
+  SUBCASE("LRN: defaults, size required") {
+    OnnxBuilder b(7);
+    b.input("x", {1, 4, 3, 3});
+    auto& n = b.node("LRN", {"x"}, {"y"}, "lrn");
+    OnnxBuilder::attr(n, "size", std::int64_t{3});
+    OnnxBuilder::attr(n, "bias", 2.0f);
+    b.output("y");
+    const OnnxModel model = b.import();
+    const auto& lrn = dynamic_cast<const LocalResponseNorm&>(model.network.layer(0));
+    CHECK(lrn.params().size == 3);
+    CHECK(lrn.params().alpha == 1e-4f);
+    CHECK(lrn.params().beta == 0.75f);
+    CHECK(lrn.params().bias == 2.0f);
+    OnnxBuilder bad;
+    bad.input("x", {1, 4, 3, 3});
+    bad.node("LRN", {"x"}, {"y"}, "nosize");
+    bad.output("y");
+    CHECK(error_message([&] { bad.import(); }) ==
+          "test.onnx: node 'nosize' (LRN): attribute 'size' is required");
+  }
+  SUBCASE("InstanceNormalization: weights per channel under the scale's name") {
+    OnnxBuilder b;
+    b.input("x", {2, 3, 4, 4});
+    b.floats("norm.weight", {3}, {1.0f, 2.0f, 3.0f});
+    b.floats("norm.bias", {3}, {0.0f, 0.5f, 1.0f});
+    OnnxBuilder::attr(
+        b.node("InstanceNormalization", {"x", "norm.weight", "norm.bias"}, {"y"}, "in"), "epsilon",
+        1e-3f);
+    b.output("y");
+    const OnnxModel model = b.import();
+    const auto& in = dynamic_cast<const InstanceNorm&>(model.network.layer(0));
+    CHECK(in.name() == "norm");
+    CHECK(in.params().eps == 1e-3f);
+    CHECK(model.weights.find("norm.bias")->f32()[2] == 1.0f);
+    OnnxBuilder bad;
+    bad.input("x", {2, 3, 4, 4});
+    bad.floats("s", {4}, {1, 1, 1, 1});
+    bad.floats("b", {3}, {0, 0, 0});
+    bad.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "in");
+    bad.output("y");
+    CHECK(error_message([&] { bad.import(); }) ==
+          "test.onnx: node 'in' (InstanceNormalization): 's' has shape 4, expected [3] (one value "
+          "per channel)");
+  }
+  SUBCASE("LayerNormalization: axis, a broadcast Scale, no B; Mean may not be used") {
+    OnnxBuilder b(17);
+    b.input("x", {2, 3, 4});
+    b.floats("scale", {1, 4}, {1.0f, 2.0f, 3.0f, 4.0f});  // broadcast over the 3 rows of [3, 4]
+    auto& n = b.node("LayerNormalization", {"x", "scale"}, {"y"}, "ln");
+    OnnxBuilder::attr(n, "axis", std::int64_t{-2});
+    b.output("y");
+    const OnnxModel model = b.import();
+    const auto& ln = dynamic_cast<const LayerNorm&>(model.network.layer(0));
+    CHECK(ln.params().axis == 1);
+    CHECK_FALSE(ln.params().bias);
+    CHECK(ln.normalized_shape() == Shape{3, 4});
+    const auto w = model.weights.find("ln.weight")->f32();
+    CHECK(std::vector<float>(w.begin(), w.end()) ==
+          std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4});
+    OnnxBuilder mean(17);
+    mean.input("x", {2, 3, 4});
+    mean.floats("scale", {4}, {1, 1, 1, 1});
+    mean.node("LayerNormalization", {"x", "scale"}, {"y", "m"}, "ln");
+    mean.node("Add", {"y", "m"}, {"z"});
+    mean.output("z");
+    CHECK(error_message([&] { mean.import(); }) ==
+          "test.onnx: node 'ln' (LayerNormalization): output 1 ('m') is used, but only the first "
+          "output is supported");
+    OnnxBuilder shape(17);
+    shape.input("x", {2, 3, 4});
+    shape.floats("scale", {3}, {1, 1, 1});
+    shape.node("LayerNormalization", {"x", "scale"}, {"y"}, "ln");
+    shape.output("y");
+    CHECK(error_message([&] { shape.import(); }) ==
+          "test.onnx: node 'ln' (LayerNormalization): 'scale' has shape 3, which does not "
+          "broadcast to the normalised shape 4");
+  }
+}

@@ -161,6 +161,53 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
   cases.push_back({"Slice half the channels (a ShuffleNet split)", image, [](Network& n, Value x) {
                      return n.slice(x, {{4}, {8}, {1}, {}}, "half");
                    }});
+  // MatMul: batched with both operands computed, a broadcast batch dim with a transposed B
+  // and alpha, constants on either side, a 1-D constant (a matrix-vector product).
+  cases.push_back({"MatMul of each 11x13 plane with its transpose (16 products)", image,
+                   [](Network& n, Value x) {
+                     return n.matmul(x, n.transpose(x, {0, 1, 3, 2}, "t"), {}, "mm");
+                   }});
+  cases.push_back({"MatMul with B broadcast over channels, B transposed, alpha 0.5", image,
+                   [](Network& n, Value x) {
+                     const Value b = n.slice(x, {{0}, {1}, {1}, {}}, "first");  // 2x1x11x13
+                     return n.matmul(x, b, {.transpose_b = true, .alpha = 0.5f}, "mm");
+                   }});
+  cases.push_back(
+      {"MatMul with a constant A (5x11) broadcast over the batch", image, [](Network& n, Value x) {
+         return n.matmul(x, MatMulConstant{Shape{5, 11}, true}, {}, "mm");
+       }});
+  cases.push_back(
+      {"MatMul Gemm-style: constant Aᵀ, computed Bᵀ, alpha 2", image, [](Network& n, Value x) {
+         const Value rows = n.reshape(x, Shape{22, 104}, "rows");
+         return n.matmul(rows, MatMulConstant{Shape{104, 7}, true},
+                         {.transpose_a = true, .transpose_b = true, .alpha = 2.0f}, "mm");
+       }});
+  cases.push_back({"MatMul by a constant 1-D vector", image, [](Network& n, Value x) {
+                     return n.matmul(x, MatMulConstant{Shape{13}}, {}, "mv");
+                   }});
+  cases.push_back({"LayerNorm over the last dim", image,
+                   [](Network& n, Value x) { return n.layer_norm(x, {}, "ln"); }});
+  cases.push_back({"LayerNorm over C, H, W without bias, eps 1e-3 (a block-wide row)", image,
+                   [](Network& n, Value x) {
+                     return n.layer_norm(x, {.axis = 1, .eps = 1e-3f, .bias = false}, "ln");
+                   }});
+  cases.push_back(
+      {"LayerNorm channels-last (ConvNeXt: permute, LayerNorm(C), permute)", image,
+       [](Network& n, Value x) {
+         const Value last = n.transpose(x, {0, 2, 3, 1}, "to_last");
+         return n.transpose(n.layer_norm(last, {.eps = 1e-6f}, "ln"), {0, 3, 1, 2}, "to_first");
+       }});
+  cases.push_back(
+      {"InstanceNorm", image, [](Network& n, Value x) { return n.instance_norm(x, {}, "in"); }});
+  cases.push_back({"LocalResponseNorm size 5 (AlexNet's)", image, [](Network& n, Value x) {
+                     return n.local_response_norm(x, {.size = 5, .alpha = 1e-2f, .bias = 2.0f},
+                                                  "lrn");
+                   }});
+  cases.push_back({"LocalResponseNorm size 4 (an even window), wider than half the channels", image,
+                   [](Network& n, Value x) {
+                     return n.local_response_norm(x, {.size = 4, .alpha = 0.5f, .beta = 0.6f},
+                                                  "lrn");
+                   }});
   cases.push_back({"Clip -0.5..0.25", image, [](Network& n, Value x) {
                      return n.clip(x, {-0.5f, 0.25f}, "clip");
                    }});

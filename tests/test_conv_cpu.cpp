@@ -16,6 +16,7 @@
 #include "cpu/conv_cpu.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/linear_cpu.hpp"
+#include "cpu/matmul_cpu.hpp"
 
 namespace {
 
@@ -394,4 +395,65 @@ TEST_CASE("linear cpu gives the same bits for every thread count") {
   }
   CHECK_THROWS_AS(LinearKernelCpu(in, out, std::span<const float>(weight).first(5), {}),
                   cgr::Error);
+}
+
+TEST_CASE(
+    "matmul cpu: broadcast batches, transposes, constants, every micro-kernel and thread count") {
+  // A [2, 1, m, k] @ B [3, k, n] -> [2, 3, m, n]: output matrix (i, j) reads A i and B j. Sizes
+  // that fit no tile exactly, and k over one pass (kKc).
+  const std::int64_t m = 19, n = 45, k = 300;
+  const auto a = random_values(static_cast<std::size_t>(2 * m * k), 950);
+  const auto b = random_values(static_cast<std::size_t>(3 * k * n), 951);
+  cgr::ThreadPool pool1(1), pool2(2), pool3(3);
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const cgr::MatMulParams p{.transpose_a = ta, .transpose_b = tb, .alpha = ta ? 0.75f : 1.0f};
+      const cgr::Shape as = ta ? cgr::Shape{2, 1, k, m} : cgr::Shape{2, 1, m, k};
+      const cgr::Shape bs = tb ? cgr::Shape{3, n, k} : cgr::Shape{3, k, n};
+      const cgr::MatMul layer("mm", cgr::TensorDesc{"a", as}, cgr::TensorDesc{"b", bs}, p);
+      const cgr::MatMulGeometry& g = layer.geometry();
+      REQUIRE(layer.output().shape == cgr::Shape{2, 3, m, n});
+      std::vector<double> expected;
+      for (std::int64_t i = 0; i < 2; ++i)
+        for (std::int64_t j = 0; j < 3; ++j)
+          for (std::int64_t r = 0; r < m; ++r)
+            for (std::int64_t c = 0; c < n; ++c) {
+              double acc = 0.0;
+              for (std::int64_t kk = 0; kk < k; ++kk) {
+                const double av =
+                    a[static_cast<std::size_t>(i * m * k + (ta ? kk * m + r : r * k + kk))];
+                const double bv =
+                    b[static_cast<std::size_t>(j * k * n + (tb ? c * k + kk : kk * n + c))];
+                acc += av * bv;
+              }
+              expected.push_back(p.alpha * acc);
+            }
+      for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+        KernelOverride override_kernel(kernel);
+        INFO(kernel->name << " transA " << ta << " transB " << tb);
+        const cgr::cpu::MatMulKernelCpu computed(g, std::nullopt, std::nullopt);
+        const cgr::cpu::MatMulKernelCpu constant_a(g, a, std::nullopt),
+            constant_b(g, std::nullopt, b);
+        CHECK(constant_a.workspace_bytes() < computed.workspace_bytes());
+        const auto run = [&](const cgr::cpu::MatMulKernelCpu& mm, cgr::ThreadPool* pool) {
+          std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> workspace(mm.workspace_bytes() / sizeof(float),
+                                       std::numeric_limits<float>::quiet_NaN());
+          mm.run(a.data(), b.data(), y.data(), workspace.data(), pool);
+          return y;
+        };
+        const auto serial = run(computed, nullptr);
+        check_close(serial, expected);
+        for (cgr::ThreadPool* pool : {&pool1, &pool2, &pool3})
+          CHECK(same_bits(serial, run(computed, pool)));
+        CHECK(same_bits(serial, run(constant_a, &pool2)));
+        CHECK(same_bits(serial, run(constant_b, &pool2)));
+      }
+    }
+  }
+  const cgr::MatMul layer("mm", cgr::TensorDesc{"a", cgr::Shape{2, 3}},
+                          cgr::TensorDesc{"b", cgr::Shape{3, 4}}, {});
+  CHECK_THROWS_AS(
+      cgr::cpu::MatMulKernelCpu(layer.geometry(), std::span<const float>(a).first(5), std::nullopt),
+      cgr::Error);
 }

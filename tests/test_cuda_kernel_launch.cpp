@@ -18,7 +18,9 @@
 #include "ops/concat.hpp"
 #include "ops/conv_transpose2d.hpp"
 #include "ops/exit_decision.hpp"
+#include "ops/local_response_norm.hpp"
 #include "ops/pool2d.hpp"
+#include "ops/row_norm.hpp"
 #include "ops/transpose.hpp"
 #include "test_support.hpp"
 
@@ -207,6 +209,57 @@ TEST_CASE("kernel launch descriptions: ConvTranspose2d's trim and bias after cuD
   bad.top = -1;
   CHECK(std::string(describe_conv_transpose_trim(full, bias, y, bad).refusal) ==
         "conv transpose trim: a negative size or offset, or no channels");
+}
+
+TEST_CASE("kernel launch descriptions: the normalisations") {
+  float* x = reinterpret_cast<float*>(std::uintptr_t{0x1000});
+  float* y = reinterpret_cast<float*>(std::uintptr_t{0x2000});
+  const float* scale = reinterpret_cast<const float*>(std::uintptr_t{0x3000});
+  const float* shift = reinterpret_cast<const float*>(std::uintptr_t{0x4000});
+  // Row norm: a block per row, as wide as the row in whole warps, up to 256 threads.
+  cgr::RowNormGeometry g{.rows = 7, .cols = 5, .channels = 3, .affine_per_row = true, .eps = 1e-3f};
+  const KernelLaunch narrow = describe_row_norm(x, scale, shift, y, g);
+  REQUIRE(narrow.status == cudaSuccess);
+  CHECK(narrow.grid.x == 7);
+  CHECK(narrow.block.x == 32);
+  REQUIRE(narrow.argument_count() == 5);
+  REQUIRE(narrow.argument_size(4) == sizeof(cgr::RowNormGeometry));
+  CHECK(narrow.argument<const float*>(1) == scale);
+  CHECK(narrow.argument<const float*>(2) == shift);
+  CHECK(narrow.argument<cgr::RowNormGeometry>(4).channels == 3);
+  CHECK(narrow.argument<cgr::RowNormGeometry>(4).eps == 1e-3f);
+  g.cols = 96;  // ConvNeXt's channels, channels-last
+  CHECK(describe_row_norm(x, scale, shift, y, g).block.x == 96);
+  g.cols = 3136;  // an InstanceNorm plane of 56 x 56
+  g.rows = std::int64_t{1} << 21;
+  CHECK(describe_row_norm(x, scale, shift, y, g).block.x == 256);
+  CHECK(describe_row_norm(x, scale, shift, y, g).grid.x == (1u << 20));  // rows grid-stride
+  g.rows = 0;
+  CHECK(describe_row_norm(x, scale, shift, y, g).empty());
+  g.rows = 4;
+  g.channels = 0;
+  CHECK(describe_row_norm(x, scale, shift, y, g).status == cudaErrorInvalidValue);
+
+  // LRN: an element per thread, 32-bit indices when they fit.
+  cgr::LocalResponseNormGeometry lrn{.batch = 2,
+                                     .channels = 8,
+                                     .plane = 143,
+                                     .before = 2,
+                                     .after = 2,
+                                     .alpha_over_size = 1e-4f,
+                                     .beta = 0.75f,
+                                     .bias = 1.0f};
+  const KernelLaunch window = describe_local_response_norm(x, y, lrn);
+  REQUIRE(window.status == cudaSuccess);
+  CHECK(window.grid.x == 9);  // 2288 elements
+  REQUIRE(window.argument_count() == 4);
+  REQUIRE(window.argument_size(3) == sizeof(std::int32_t));
+  CHECK(window.argument<std::int32_t>(3) == 2288);
+  CHECK(window.argument<cgr::LocalResponseNormGeometry>(2).after == 2);
+  lrn.plane = std::int64_t{1} << 28;
+  CHECK(describe_local_response_norm(x, y, lrn).argument_size(3) == sizeof(std::int64_t));
+  lrn.before = -1;
+  CHECK(describe_local_response_norm(x, y, lrn).status == cudaErrorInvalidValue);
 }
 
 TEST_CASE("kernel launch descriptions: too many argument bytes are refused, not overrun") {

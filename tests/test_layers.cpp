@@ -1154,3 +1154,304 @@ TEST_CASE("1-D inputs (N x C x L) run through the 2-D window layers as height 1,
         "MaxPool2d 'p': input 'line' of shape 2x4x13 is 1-D (N x C x L), so the window must have "
         "height 1 (kernel 1x2, stride 1x2, dilation 1, padding 1x0)");
 }
+
+namespace {
+
+// NumPy's matmul, naively: 1-D promotion, batch dims broadcast, op() transposes, alpha; double
+// accumulation.
+std::vector<float> reference_matmul(const std::vector<float>& a, const Shape& as,
+                                    const std::vector<float>& b, const Shape& bs,
+                                    const MatMulParams& p, const Shape& out) {
+  const std::size_t ra = as.rank(), rb = bs.rank();
+  const std::int64_t a_rows = ra >= 2 ? as[ra - 2] : 1, a_cols = as[ra - 1];
+  const std::int64_t b_rows = rb >= 2 ? bs[rb - 2] : bs[0], b_cols = rb >= 2 ? bs[rb - 1] : 1;
+  const std::int64_t m = p.transpose_a ? a_cols : a_rows, k = p.transpose_a ? a_rows : a_cols;
+  const std::int64_t n = p.transpose_b ? b_rows : b_cols;
+  const std::size_t batch_rank = out.rank() - (ra >= 2 ? 1 : 0) - (rb >= 2 ? 1 : 0);
+  std::int64_t batch = 1;
+  for (std::size_t d = 0; d < batch_rank; ++d)
+    batch *= out[d];
+  // The matrix of `s` (an operand with its last two dims dropped) that batch index t reads.
+  const auto matrix = [&](const Shape& s, std::size_t rank, std::int64_t t) {
+    const std::size_t own = rank >= 2 ? rank - 2 : 0;
+    std::int64_t index = 0, rest = t;
+    std::vector<std::int64_t> digits(batch_rank);
+    for (std::size_t d = batch_rank; d-- > 0;) {
+      digits[d] = rest % out[d];
+      rest /= out[d];
+    }
+    for (std::size_t i = 0; i < own; ++i) {
+      const std::size_t d = batch_rank - own + i;
+      index = index * s[i] + (s[i] == 1 ? 0 : digits[d]);
+    }
+    return index;
+  };
+  std::vector<float> y;
+  for (std::int64_t t = 0; t < batch; ++t) {
+    const std::int64_t ia = matrix(as, ra, t) * m * k, ib = matrix(bs, rb, t) * k * n;
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t c = 0; c < n; ++c) {
+        double acc = 0.0;
+        for (std::int64_t kk = 0; kk < k; ++kk) {
+          const float av =
+              a[static_cast<std::size_t>(ia + (p.transpose_a ? kk * m + r : r * k + kk))];
+          const float bv =
+              b[static_cast<std::size_t>(ib + (p.transpose_b ? c * k + kk : kk * n + c))];
+          acc += double{av} * bv;
+        }
+        y.push_back(static_cast<float>(p.alpha * acc));
+      }
+  }
+  return y;
+}
+
+std::vector<float> run_two_inputs(const Shape& as, const std::vector<float>& a, const Shape& bs,
+                                  const std::vector<float>& b,
+                                  const std::function<Value(Network&, Value, Value)>& build,
+                                  int threads = 2) {
+  Network net;
+  const Value va = net.input("a", as), vb = net.input("b", bs);
+  net.output("y", build(net, va, vb));
+  const Engine e = Engine::build(net, {}, {.threads = threads});
+  return e.create_context().infer({{"a", a}, {"b", b}}).output("y").to_vector();
+}
+
+// Row normalisation in double: mean, population variance, eps, then the affine map.
+std::vector<float> reference_row_norm(
+    const std::vector<float>& x, std::int64_t rows, std::int64_t cols, float eps,
+    const std::function<double(std::int64_t, std::int64_t)>& scale,
+    const std::function<double(std::int64_t, std::int64_t)>& shift) {
+  std::vector<float> y(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j)
+      mean += x[static_cast<std::size_t>(r * cols + j)];
+    mean /= static_cast<double>(cols);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double d = x[static_cast<std::size_t>(r * cols + j)] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(cols);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto i = static_cast<std::size_t>(r * cols + j);
+      y[i] = static_cast<float>((x[i] - mean) / std::sqrt(var + eps) * scale(r, j) + shift(r, j));
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "MatMul: NumPy's rule (1-D promotion, broadcast batch dims), transposes, alpha, constants") {
+  struct MatMulCase {
+    Shape a, b;
+    MatMulParams p;
+    Shape out;
+  };
+  const std::vector<MatMulCase> cases = {
+      {{5, 7}, {7, 3}, {}, {5, 3}},
+      {{7}, {7, 3}, {}, {3}},                         // 1-D A: a row, dropped
+      {{5, 7}, {7}, {}, {5}},                         // 1-D B: a column, dropped
+      {{7}, {7}, {}, {}},                             // a dot product
+      {{2, 3, 5, 7}, {7, 4}, {}, {2, 3, 5, 4}},       // B broadcast over both batch dims
+      {{2, 1, 5, 7}, {3, 7, 4}, {}, {2, 3, 5, 4}},    // batch dims broadcast both ways
+      {{4, 7}, {3, 7, 6}, {}, {3, 4, 6}},             // A broadcast
+      {{3, 7}, {3, 2}, {true, false, 1.0f}, {7, 2}},  // Aᵀ B
+      {{2, 5, 7}, {2, 4, 7}, {false, true, -0.5f}, {2, 5, 4}},
+      {{2, 7, 5}, {1, 4, 7}, {true, true, 2.0f}, {2, 5, 4}},
+      // Several tiles and two passes over K (kKc = 256), odd sizes.
+      {{2, 37, 300}, {300, 45}, {}, {2, 37, 45}},
+      {{300, 37}, {45, 300}, {true, true, 1.5f}, {37, 45}},
+  };
+  unsigned seed = 200;
+  for (const MatMulCase& c : cases) {
+    CAPTURE(c.a.to_string());
+    CAPTURE(c.b.to_string());
+    const auto a = random_vector(static_cast<std::size_t>(c.a.numel()), ++seed);
+    const auto b = random_vector(static_cast<std::size_t>(c.b.numel()), ++seed);
+    const auto expected = reference_matmul(a, c.a, b, c.b, c.p, c.out);
+    REQUIRE(static_cast<std::int64_t>(expected.size()) == c.out.numel());
+    const auto build = [&](Network& n, Value va, Value vb) { return n.matmul(va, vb, c.p, "mm"); };
+    const auto y = run_two_inputs(c.a, a, c.b, b, build);
+    CHECK(relative_error(y, expected) <= 1e-6);
+    // One thread gives the same bits: every element is one chain over k.
+    CHECK(cgr::test::same_bits(Tensor(c.out, run_two_inputs(c.a, a, c.b, b, build, 1)),
+                               Tensor(c.out, y)));
+    Network shape_net;
+    CHECK(
+        shape_net
+            .desc(shape_net.matmul(shape_net.input("a", c.a), shape_net.input("b", c.b), c.p, "mm"))
+            .shape == c.out);
+    // Each operand as the constant "<name>.constant", the other computed.
+    for (const bool first : {false, true}) {
+      Network cn;
+      const Value x = cn.input("x", first ? c.b : c.a);
+      cn.output("y", cn.matmul(x, MatMulConstant{first ? c.a : c.b, first}, c.p, "mm"));
+      Weights w;
+      w.add("mm.constant", Tensor(first ? c.a : c.b, first ? a : b));
+      const auto yc = Engine::build(cn, w, {.threads = 2})
+                          .create_context()
+                          .infer({{"x", first ? b : a}})
+                          .output("y")
+                          .to_vector();
+      CHECK(cgr::test::same_bits(Tensor(c.out, yc), Tensor(c.out, y)));
+    }
+  }
+  // An empty inner dim (empty slices: inputs have no empty dims) sums nothing: zeros.
+  const auto zeros =
+      run_two_inputs(Shape{3, 2}, random_vector(6, 4), Shape{2, 4}, random_vector(8, 5),
+                     [](Network& n, Value a, Value b) {
+                       return n.matmul(n.slice(a, {{0}, {0}, {1}, {}}, "a0"),
+                                       n.slice(b, {{0}, {0}, {0}, {}}, "b0"), {}, "mm");
+                     });
+  CHECK(zeros == std::vector<float>(12, 0.0f));
+  // NaN in A reaches exactly its row.
+  std::vector<float> a = random_vector(6, 5), b = random_vector(6, 6);
+  a[4] = std::numeric_limits<float>::quiet_NaN();
+  const auto nan_rows =
+      run_two_inputs(Shape{2, 3}, a, Shape{3, 2}, b,
+                     [](Network& n, Value x, Value w) { return n.matmul(x, w, {}, "mm"); });
+  CHECK(!std::isnan(nan_rows[0]));
+  CHECK(!std::isnan(nan_rows[1]));
+  CHECK(std::isnan(nan_rows[2]));
+  CHECK(std::isnan(nan_rows[3]));
+
+  Network net;
+  const Value x = net.input("x", Shape{2, 5, 7});
+  const Value w = net.input("w", Shape{3, 6, 4});
+  CHECK(net.layer(net.producer(net.matmul(x, MatMulConstant{Shape{7, 3}}, {.alpha = 2.0f}, "mc")))
+            .attributes() == "2 x 5x7 @ 7x3, alpha 2, constant B 7x3");
+  CHECK(cgr::test::error_message([&] { net.matmul(x, w, {}, "bad"); }) ==
+        "MatMul 'bad': 'x' of shape 2x5x7 gives op(A) 5x7 and 'w' of shape 3x6x4 gives op(B) 6x4: "
+        "the inner dims differ");
+  CHECK(cgr::test::error_message([&] {
+          net.matmul(x, MatMulConstant{Shape{3, 7, 2}}, {}, "b2");
+        }) == "MatMul 'b2': batch dims 2 of 'x' and 3 of 'b2.constant' do not broadcast");
+  CHECK(cgr::test::error_message([&] { net.matmul(x, MatMulConstant{Shape{}}, {}, "s"); }) ==
+        "MatMul 's': 's.constant' is a scalar; a matrix product needs operands of 1 or more dims");
+  CHECK(cgr::test::error_message([&] {
+          net.matmul(x, MatMulConstant{Shape{5}, true}, {.transpose_a = true}, "t");
+        }) == "MatMul 't': transpose_a needs A with 2 or more dims; 't.constant' has shape 5");
+}
+
+TEST_CASE("LayerNorm and InstanceNorm against a double-precision reference") {
+  const Shape xs{2, 3, 4, 5};
+  auto x = random_vector(static_cast<std::size_t>(xs.numel()), 301, -2.0f, 3.0f);
+  SUBCASE("LayerNorm over the last dims, with and without bias") {
+    for (const int axis : {-1, 1, 0, 3, -2}) {
+      for (const bool bias : {true, false}) {
+        CAPTURE(axis);
+        CAPTURE(bias);
+        const std::size_t first = static_cast<std::size_t>(axis < 0 ? axis + 4 : axis);
+        const Shape norm(std::vector<std::int64_t>(
+            xs.dims().begin() + static_cast<std::ptrdiff_t>(first), xs.dims().end()));
+        const auto weight = random_vector(static_cast<std::size_t>(norm.numel()), 302, 0.5f, 1.5f);
+        const auto shift = random_vector(static_cast<std::size_t>(norm.numel()), 303);
+        Weights w;
+        w.add("ln.weight", Tensor(norm, weight));
+        if (bias) w.add("ln.bias", Tensor(norm, shift));
+        const auto y = run_network(
+            xs, x,
+            [&](Network& n, Value v) {
+              return n.layer_norm(v, {.axis = axis, .eps = 1e-3f, .bias = bias}, "ln");
+            },
+            w);
+        const std::int64_t cols = norm.numel(), rows = xs.numel() / cols;
+        const auto expected = reference_row_norm(
+            x, rows, cols, 1e-3f,
+            [&](std::int64_t, std::int64_t j) { return weight[static_cast<std::size_t>(j)]; },
+            [&](std::int64_t, std::int64_t j) {
+              return bias ? shift[static_cast<std::size_t>(j)] : 0.0;
+            });
+        CHECK(relative_error(y, expected) <= 1e-6);
+      }
+    }
+  }
+  SUBCASE("InstanceNorm per sample and channel, 3-D and 4-D") {
+    for (const Shape& s : {xs, Shape{2, 3, 20}}) {
+      CAPTURE(s.to_string());
+      const auto weight = random_vector(3, 304, 0.5f, 1.5f), bias = random_vector(3, 305);
+      Weights w;
+      w.add("in.weight", Tensor(Shape{3}, weight));
+      w.add("in.bias", Tensor(Shape{3}, bias));
+      const auto y = run_network(
+          s, x, [](Network& n, Value v) { return n.instance_norm(v, {}, "in"); }, w);
+      const auto expected = reference_row_norm(
+          x, 6, 20, 1e-5f,
+          [&](std::int64_t r, std::int64_t) { return weight[static_cast<std::size_t>(r % 3)]; },
+          [&](std::int64_t r, std::int64_t) { return bias[static_cast<std::size_t>(r % 3)]; });
+      CHECK(relative_error(y, expected) <= 1e-6);
+    }
+  }
+  SUBCASE("a constant row is its shift; NaN stays in its row") {
+    std::vector<float> c(12, 7.0f);
+    c[8] = std::numeric_limits<float>::quiet_NaN();
+    Weights w;
+    w.add("ln.weight", Tensor(Shape{4}, {1.0f, 2.0f, 3.0f, 4.0f}));
+    w.add("ln.bias", Tensor(Shape{4}, {0.5f, 0.25f, 0.0f, -1.0f}));
+    const auto y = run_network(
+        Shape{3, 4}, c, [](Network& n, Value v) { return n.layer_norm(v, {}, "ln"); }, w);
+    CHECK(y[0] == 0.5f);
+    CHECK(y[3] == -1.0f);
+    CHECK(y[5] == 0.25f);
+    for (std::size_t i = 8; i < 12; ++i)
+      CHECK(std::isnan(y[i]));
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.layer(net.producer(net.layer_norm(v, {.axis = -2}, "ln"))).attributes() ==
+        "over 4x5 from axis 2, eps 1e-05");
+  CHECK(cgr::test::error_message([&] { net.layer_norm(v, {.axis = 4}, "bad"); }) ==
+        "LayerNorm 'bad': axis 4 is out of range for 'x' of shape 2x3x4x5");
+  CHECK(cgr::test::error_message([&] { net.layer_norm(v, {.eps = -1.0f}, "eps"); }) ==
+        "LayerNorm 'eps': eps -1 must be a finite number >= 0");
+  CHECK(cgr::test::error_message([&] {
+          net.instance_norm(net.input("flat", Shape{2, 3}), {}, "in");
+        }) ==
+        "InstanceNorm 'in': input 'flat' has shape 2x3, expected N x C x one or more spatial dims");
+}
+
+TEST_CASE("LocalResponseNorm: ONNX's window (floor before, ceil after), against a naive loop") {
+  const Shape xs{2, 6, 3, 4};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 311, -3.0f, 3.0f);
+  for (const std::int64_t size : {1, 2, 3, 4, 5, 13}) {
+    CAPTURE(size);
+    const LocalResponseNormParams p{.size = size, .alpha = 0.2f, .beta = 0.75f, .bias = 1.5f};
+    const auto y =
+        run_network(xs, x, [&](Network& n, Value v) { return n.local_response_norm(v, p, "lrn"); });
+    std::vector<float> expected;
+    const std::int64_t before = (size - 1) / 2, after = size / 2;  // floor and ceil of (size-1)/2
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t c = 0; c < 6; ++c)
+        for (std::int64_t q = 0; q < 12; ++q) {
+          double sum = 0.0;
+          for (std::int64_t k = std::max<std::int64_t>(0, c - before);
+               k <= std::min<std::int64_t>(5, c + after); ++k) {
+            const double v = x[static_cast<std::size_t>((n * 6 + k) * 12 + q)];
+            sum += v * v;
+          }
+          const double v = x[static_cast<std::size_t>((n * 6 + c) * 12 + q)];
+          expected.push_back(
+              static_cast<float>(v / std::pow(1.5 + 0.2 / static_cast<double>(size) * sum, 0.75)));
+        }
+    CHECK(relative_error(y, expected) <= 1e-6);
+  }
+  // size 2: channel c sees c and c + 1 (PyTorch's even window would see c - 1 and c).
+  const std::vector<float> ones{1.0f, 2.0f, 4.0f};  // N=1, C=3, one pixel
+  const auto y = run_network(Shape{1, 3, 1}, ones, [](Network& n, Value v) {
+    return n.local_response_norm(v, {.size = 2, .alpha = 2.0f, .beta = 1.0f, .bias = 0.0f}, "lrn");
+  });
+  CHECK(y[0] == doctest::Approx(1.0 / (1.0 + 4.0)));
+  CHECK(y[1] == doctest::Approx(2.0 / (4.0 + 16.0)));
+  CHECK(y[2] == doctest::Approx(4.0 / 16.0));
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.layer(net.producer(net.local_response_norm(v, {}, "l"))).attributes() ==
+        "size 5, alpha 0.0001, beta 0.75, bias 1");
+  CHECK(cgr::test::error_message([&] { net.local_response_norm(v, {.size = 0}, "bad"); }) ==
+        "LocalResponseNorm 'bad': size 0 must be positive");
+  CHECK(cgr::test::error_message([&] {
+          net.local_response_norm(net.input("v", Shape{6}), {}, "one");
+        }) == "LocalResponseNorm 'one': input 'v' has shape 6, expected N x C x spatial dims");
+}

@@ -478,13 +478,13 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
   }
   SUBCASE("an op that needs a constant gets a computed tensor") {
     OnnxBuilder b;
-    b.input("x", {2, 3});
-    b.input("w", {3, 4});
-    b.node("MatMul", {"x", "w"}, {"y"}, "mm");
+    b.input("x", {1, 2, 4, 4});
+    b.input("w", {3, 2, 3, 3});
+    b.node("Conv", {"x", "w"}, {"y"}, "conv");
     b.output("y");
     CHECK(error_message([&] { b.import(); }) ==
-          "test.onnx: node 'mm' (MatMul): B (the weight) 'w' must be a constant (an initializer or "
-          "a Constant node)");
+          "test.onnx: node 'conv' (Conv): weight 'w' must be a constant (an initializer or a "
+          "Constant node)");
   }
   SUBCASE("NaN weights are allowed and propagate") {
     OnnxBuilder b;
@@ -638,4 +638,207 @@ TEST_CASE(
   b.output("g");
   const OnnxModel model = b.import();
   CHECK(Engine::build(model.network, model.weights).info().ops == 2);
+}
+
+TEST_CASE("ONNX MatMul and Gemm with computed operands become MatMul layers") {
+  const auto infer = [](const OnnxModel& model,
+                        const std::vector<std::pair<std::string, std::vector<float>>>& feeds) {
+    const Engine engine = Engine::build(model.network, model.weights, {.threads = 2});
+    NamedInputs inputs;
+    for (const auto& [name, values] : feeds)
+      inputs.emplace_back(name, TensorView(values));
+    return engine.create_context().infer(inputs).output("y").to_vector();
+  };
+  SUBCASE("MatMul: batch dims broadcast, a 1-D constant on the left") {
+    OnnxBuilder b;
+    b.input("a", {2, 1, 3, 4});
+    b.input("b", {3, 4, 5});
+    b.node("MatMul", {"a", "b"}, {"p"}, "mm");
+    b.floats("v", {3}, {1.0f, -2.0f, 0.5f});
+    b.node("MatMul", {"v", "p"}, {"y"}, "vm");  // [3] @ [2, 3, 3, 5] -> [2, 3, 5]
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(layer_kinds(model.network) == std::vector<std::string>{"MatMul", "MatMul"});
+    const auto a = random_vector(24, 40), bv = random_vector(60, 41);
+    const auto y = infer(model, {{"a", a}, {"b", bv}});
+    REQUIRE(y.size() == 30);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int c = 0; c < 5; ++c) {
+          double acc = 0.0;
+          const double v[3] = {1.0, -2.0, 0.5};
+          for (int r = 0; r < 3; ++r) {
+            double p = 0.0;
+            for (int k = 0; k < 4; ++k)
+              p += double{a[static_cast<std::size_t>((i * 3 + r) * 4 + k)]} *
+                   bv[static_cast<std::size_t>((j * 4 + k) * 5 + c)];
+            acc += v[r] * p;
+          }
+          CHECK(y[static_cast<std::size_t>((i * 3 + j) * 5 + c)] ==
+                doctest::Approx(acc).epsilon(1e-5));
+        }
+  }
+  SUBCASE("Gemm: computed B, transA, transB, alpha, beta and a computed C broadcast over rows") {
+    OnnxBuilder b;
+    b.input("a", {4, 3});  // transA: A is 3 x 4
+    b.input("b", {5, 4});  // transB: B is 4 x 5
+    b.input("c", {1, 5});
+    auto& n = b.node("Gemm", {"a", "b", "c"}, {"y"}, "gemm");
+    OnnxBuilder::attr(n, "transA", std::int64_t{1});
+    OnnxBuilder::attr(n, "transB", std::int64_t{1});
+    OnnxBuilder::attr(n, "alpha", 0.5f);
+    OnnxBuilder::attr(n, "beta", -2.0f);
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(layer_kinds(model.network) == std::vector<std::string>{"MatMul", "Binary", "Binary"});
+    const auto a = random_vector(12, 42), bv = random_vector(20, 43), c = random_vector(5, 44);
+    const auto y = infer(model, {{"a", a}, {"b", bv}, {"c", c}});
+    REQUIRE(y.size() == 15);
+    for (int r = 0; r < 3; ++r)
+      for (int o = 0; o < 5; ++o) {
+        double acc = 0.0;
+        for (int k = 0; k < 4; ++k)
+          acc += double{a[static_cast<std::size_t>(k * 3 + r)]} *
+                 bv[static_cast<std::size_t>(o * 4 + k)];
+        CHECK(y[static_cast<std::size_t>(r * 5 + o)] ==
+              doctest::Approx(0.5 * acc - 2.0 * c[static_cast<std::size_t>(o)]).epsilon(1e-5));
+      }
+  }
+  SUBCASE("Gemm: constant A and computed B; constant B with a full [M, N] C") {
+    OnnxBuilder b;
+    b.input("x", {3, 2});
+    b.floats("w", {4, 3}, random_vector(12, 45));
+    b.node("Gemm", {"w", "x"}, {"p"}, "left");  // [4, 3] @ [3, 2]
+    b.floats("v", {2, 3}, random_vector(6, 46));
+    b.floats("full", {4, 3}, random_vector(12, 47));
+    auto& g = b.node("Gemm", {"p", "v", "full"}, {"y"}, "right");
+    OnnxBuilder::attr(g, "beta", 0.25f);
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(layer_kinds(model.network) == std::vector<std::string>{"MatMul", "Linear", "Binary"});
+    const auto x = random_vector(6, 48);
+    const auto y = run(model, x);
+    REQUIRE(y.size() == 12);
+    const auto w = random_vector(12, 45), v = random_vector(6, 46), full = random_vector(12, 47);
+    for (int r = 0; r < 4; ++r)
+      for (int o = 0; o < 3; ++o) {
+        double acc = 0.25 * full[static_cast<std::size_t>(r * 3 + o)];
+        for (int k = 0; k < 2; ++k) {
+          double p = 0.0;
+          for (int j = 0; j < 3; ++j)
+            p += double{w[static_cast<std::size_t>(r * 3 + j)]} *
+                 x[static_cast<std::size_t>(j * 2 + k)];
+          acc += p * v[static_cast<std::size_t>(k * 3 + o)];
+        }
+        CHECK(y[static_cast<std::size_t>(r * 3 + o)] == doctest::Approx(acc).epsilon(1e-5));
+      }
+  }
+  SUBCASE("errors name the node") {
+    OnnxBuilder b;
+    b.input("a", {2, 3, 4});
+    b.input("b", {4, 5});
+    b.node("Gemm", {"a", "b"}, {"y"}, "g3");
+    b.output("y");
+    CHECK(error_message([&] { b.import(); }) ==
+          "test.onnx: node 'g3' (Gemm): A 'a' has shape 2x3x4, expected 2 dims");
+    OnnxBuilder c;
+    c.input("a", {2, 3});
+    c.input("b", {3, 5});
+    c.input("c", {3, 5});
+    c.node("Gemm", {"a", "b", "c"}, {"y"}, "gc");
+    c.output("y");
+    CHECK(error_message([&] { c.import(); }) ==
+          "test.onnx: node 'gc' (Gemm): C 'c' of shape 3x5 does not broadcast to the product's "
+          "shape 2x5");
+    OnnxBuilder k;
+    k.floats("a", {2, 3}, random_vector(6, 1));
+    k.floats("b", {3, 2}, random_vector(6, 2));
+    k.input("x", {2});
+    k.node("MatMul", {"a", "b"}, {"p"}, "consts");
+    k.node("Add", {"p", "x"}, {"y"});
+    k.output("y");
+    CHECK(error_message([&] { k.import(); }) ==
+          "test.onnx: node 'consts' (MatMul): A 'a' and B 'b' are both constants; a product of "
+          "constants is not folded");
+  }
+}
+
+TEST_CASE("ONNX LRN, InstanceNormalization and LayerNormalization") {
+  SUBCASE("LRN: defaults, size required") {
+    OnnxBuilder b(7);
+    b.input("x", {1, 4, 3, 3});
+    auto& n = b.node("LRN", {"x"}, {"y"}, "lrn");
+    OnnxBuilder::attr(n, "size", std::int64_t{3});
+    OnnxBuilder::attr(n, "bias", 2.0f);
+    b.output("y");
+    const OnnxModel model = b.import();
+    const auto& lrn = dynamic_cast<const LocalResponseNorm&>(model.network.layer(0));
+    CHECK(lrn.params().size == 3);
+    CHECK(lrn.params().alpha == 1e-4f);
+    CHECK(lrn.params().beta == 0.75f);
+    CHECK(lrn.params().bias == 2.0f);
+    OnnxBuilder bad;
+    bad.input("x", {1, 4, 3, 3});
+    bad.node("LRN", {"x"}, {"y"}, "nosize");
+    bad.output("y");
+    CHECK(error_message([&] { bad.import(); }) ==
+          "test.onnx: node 'nosize' (LRN): attribute 'size' is required");
+  }
+  SUBCASE("InstanceNormalization: weights per channel under the scale's name") {
+    OnnxBuilder b;
+    b.input("x", {2, 3, 4, 4});
+    b.floats("norm.weight", {3}, {1.0f, 2.0f, 3.0f});
+    b.floats("norm.bias", {3}, {0.0f, 0.5f, 1.0f});
+    OnnxBuilder::attr(
+        b.node("InstanceNormalization", {"x", "norm.weight", "norm.bias"}, {"y"}, "in"), "epsilon",
+        1e-3f);
+    b.output("y");
+    const OnnxModel model = b.import();
+    const auto& in = dynamic_cast<const InstanceNorm&>(model.network.layer(0));
+    CHECK(in.name() == "norm");
+    CHECK(in.params().eps == 1e-3f);
+    CHECK(model.weights.find("norm.bias")->f32()[2] == 1.0f);
+    OnnxBuilder bad;
+    bad.input("x", {2, 3, 4, 4});
+    bad.floats("s", {4}, {1, 1, 1, 1});
+    bad.floats("b", {3}, {0, 0, 0});
+    bad.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "in");
+    bad.output("y");
+    CHECK(error_message([&] { bad.import(); }) ==
+          "test.onnx: node 'in' (InstanceNormalization): 's' has shape 4, expected [3] (one value "
+          "per channel)");
+  }
+  SUBCASE("LayerNormalization: axis, a broadcast Scale, no B; Mean may not be used") {
+    OnnxBuilder b(17);
+    b.input("x", {2, 3, 4});
+    b.floats("scale", {1, 4}, {1.0f, 2.0f, 3.0f, 4.0f});  // broadcast over the 3 rows of [3, 4]
+    auto& n = b.node("LayerNormalization", {"x", "scale"}, {"y"}, "ln");
+    OnnxBuilder::attr(n, "axis", std::int64_t{-2});
+    b.output("y");
+    const OnnxModel model = b.import();
+    const auto& ln = dynamic_cast<const LayerNorm&>(model.network.layer(0));
+    CHECK(ln.params().axis == 1);
+    CHECK_FALSE(ln.params().bias);
+    CHECK(ln.normalized_shape() == Shape{3, 4});
+    const auto w = model.weights.find("ln.weight")->f32();
+    CHECK(std::vector<float>(w.begin(), w.end()) ==
+          std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4});
+    OnnxBuilder mean(17);
+    mean.input("x", {2, 3, 4});
+    mean.floats("scale", {4}, {1, 1, 1, 1});
+    mean.node("LayerNormalization", {"x", "scale"}, {"y", "m"}, "ln");
+    mean.node("Add", {"y", "m"}, {"z"});
+    mean.output("z");
+    CHECK(error_message([&] { mean.import(); }) ==
+          "test.onnx: node 'ln' (LayerNormalization): output 1 ('m') is used, but only the first "
+          "output is supported");
+    OnnxBuilder shape(17);
+    shape.input("x", {2, 3, 4});
+    shape.floats("scale", {3}, {1, 1, 1});
+    shape.node("LayerNormalization", {"x", "scale"}, {"y"}, "ln");
+    shape.output("y");
+    CHECK(error_message([&] { shape.import(); }) ==
+          "test.onnx: node 'ln' (LayerNormalization): 'scale' has shape 3, which does not "
+          "broadcast to the normalised shape 4");
+  }
 }

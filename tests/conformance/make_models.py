@@ -53,7 +53,8 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                 "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
-                "Shape", "Gather", "Transpose", "ConvTranspose"}
+                "Shape", "Gather", "Transpose", "ConvTranspose",
+                "LRN", "InstanceNormalization", "LayerNormalization"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -597,6 +598,192 @@ add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2,
     opsets=(11, 13, 17))
 
 
+# ---- normalisations: LRN, InstanceNormalization, LayerNormalization ---------------------------
+
+class LRNFunction(torch.autograd.Function):
+    """F.local_response_norm exported as one ONNX LRN node. torch 1.13 has no LRN symbolic: it
+    exports nn.LocalResponseNorm as its decomposition (5-D Pad, 3-D AveragePool, an If), so the
+    models call the same function through this Function, whose symbolic emits LRN. PyTorch's
+    window for odd sizes is ONNX's; for even sizes the two differ, hence odd sizes only."""
+
+    @staticmethod
+    def forward(ctx, x, size, alpha, beta, k):
+        return F.local_response_norm(x, size, alpha, beta, k)
+
+    @staticmethod
+    def symbolic(g, x, size, alpha, beta, k):
+        return g.op("LRN", x, size_i=size, alpha_f=alpha, beta_f=beta, bias_f=k)
+
+
+class LRN(nn.Module):
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        assert size % 2 == 1, "even LRN windows differ between PyTorch and ONNX"
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, x):
+        return LRNFunction.apply(x, self.size, self.alpha, self.beta, self.k)
+
+
+def affine(norm):
+    """A normalisation layer with random scale and shift (the defaults, ones and zeros, would
+    let a swapped or ignored weight pass)."""
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        if norm.bias is not None:
+            norm.bias.uniform_(-0.5, 0.5)
+    return norm
+
+
+add("lrn", lambda: seq(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), LRN(5, alpha=1e-4, beta=0.75, k=2.0)),
+    X, ["Conv", "Relu", "LRN"],
+    "AlexNet's Conv -> Relu -> LRN(size 5, alpha 1e-4, beta 0.75, bias 2); exported through a "
+    "torch.autograd.Function whose symbolic emits LRN (torch 1.13 decomposes nn.LocalResponseNorm)",
+    opsets=(11, 13, 17), input_scale=10.0)
+add("lrn_wide", lambda: LRN(3, alpha=0.5, beta=0.6, k=1.0), X, ["LRN"],
+    "LRN size 3 alpha 0.5 beta 0.6 directly on the input: the window's squares dominate",
+    opsets=(13,), input_scale=3.0)
+add("instance_norm", lambda: seq(nn.Conv2d(4, 6, 3, padding=1), affine(nn.InstanceNorm2d(6, affine=True)),
+                                 nn.ReLU()),
+    X, ["Conv", "InstanceNormalization", "Relu"],
+    "Conv -> nn.InstanceNorm2d(affine=True, random scale and shift) -> Relu (style-transfer block)",
+    opsets=(11, 13, 17))
+add("instance_norm_plain", lambda: nn.InstanceNorm2d(4), X, ["InstanceNormalization"],
+    "nn.InstanceNorm2d without affine: exported with Constant ones and zeros as scale and B")
+add("layer_norm_op13", lambda: affine(nn.LayerNorm(9)), X,
+    ["ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Div", "Mul"],
+    "nn.LayerNorm(9) over the last dim at opset 13: torch decomposes it into ReduceMean, Sub, Pow, "
+    "ReduceMean, Add, Sqrt, Div, Mul, Add", opsets=(13,), base="layer_norm")
+add("layer_norm_op17", lambda: affine(nn.LayerNorm(9)), X, ["LayerNormalization"],
+    "nn.LayerNorm(9) over the last dim at opset 17: one LayerNormalization (axis -1)", opsets=(17,),
+    base="layer_norm")
+add("layer_norm_hw", lambda: affine(nn.LayerNorm([9, 9], eps=1e-3)), X, ["LayerNormalization"],
+    "nn.LayerNorm([9, 9], eps 1e-3): LayerNormalization axis -2, 9x9 scale and bias", opsets=(17,))
+
+
+class LayerNorm2d(nn.Module):
+    """A LayerNorm over the channels of NCHW, as torchvision's ConvNeXt writes it: channels last,
+    F.layer_norm, channels first again."""
+
+    def __init__(self, channels, eps=1e-6):
+        super().__init__()
+        self.norm = affine(nn.LayerNorm(channels, eps=eps))
+
+    def forward(self, x):
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class ChannelsFirstLayerNorm(nn.Module):
+    """ConvNeXt's reference LayerNorm for channels_first data, written out (mean, variance)."""
+
+    def __init__(self, channels, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(channels).uniform_(0.5, 1.5))
+        self.bias = nn.Parameter(torch.empty(channels).uniform_(-0.5, 0.5))
+        self.eps = eps
+
+    def forward(self, x):
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + self.eps)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class ConvNeXtBlock(nn.Module):
+    """torchvision's ConvNeXt block (layer scale, no stochastic depth): depthwise 7x7 conv,
+    channels-last LayerNorm, Linear 4x up, GELU, Linear down, scale, residual."""
+
+    def __init__(self, dim=4):
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = affine(nn.LayerNorm(dim, eps=1e-6))
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(torch.empty(dim).uniform_(0.5, 1.0))
+
+    def forward(self, x):
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(F.gelu(self.pwconv1(self.norm(y))))
+        return x + (self.gamma * y).permute(0, 3, 1, 2)
+
+
+for _opset, _ops in ((13, ["ReduceMean", "Sqrt", "Div"]), (17, ["LayerNormalization"])):
+    add(f"layer_norm2d_op{_opset}", lambda: seq(nn.Conv2d(4, 6, 3, padding=1), LayerNorm2d(6)), X,
+        ["Conv", "Transpose"] + _ops,
+        "torchvision ConvNeXt's LayerNorm2d: permute to channels last, LayerNorm(C, eps 1e-6), "
+        "permute back (LayerNormalization at 17, the ReduceMean decomposition at 13)",
+        opsets=(_opset,), base="layer_norm2d")
+add("layer_norm_channels_first", lambda: seq(nn.Conv2d(4, 6, 3, padding=1), ChannelsFirstLayerNorm(6)), X,
+    ["Conv", "ReduceMean", "Sub", "Pow", "Sqrt", "Div", "Mul", "Add"],
+    "ConvNeXt's channels_first LayerNorm written out: mean and variance over C, weight[:, None, None]",
+    opsets=(13, 17))
+for _opset, _ops in ((13, ["ReduceMean", "Sqrt", "Div"]), (17, ["LayerNormalization"])):
+    add(f"convnext_block_op{_opset}", ConvNeXtBlock, X,
+        ["Conv", "Transpose", "MatMul", "Add", "Mul", "Erf"] + _ops,
+        "a ConvNeXt block: depthwise 7x7, channels-last LayerNorm, Linear 4->16 (MatMul on a 4-D "
+        "tensor), GELU, Linear 16->4, layer scale, residual", opsets=(_opset,), base="convnext_block")
+
+# ---- MatMul and Gemm with computed operands ----------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    """Non-local / self-attention over the pixels: both operands of both products are computed."""
+
+    def __init__(self, channels=4):
+        super().__init__()
+        self.q = nn.Conv2d(channels, channels, 1)
+        self.k = nn.Conv2d(channels, channels, 1)
+        self.v = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        q = self.q(x).reshape(n, c, h * w).transpose(1, 2)
+        k = self.k(x).reshape(n, c, h * w)
+        v = self.v(x).reshape(n, c, h * w)
+        a = torch.softmax(q @ k / 2.0, dim=-1)
+        return (v @ a.transpose(1, 2)).reshape(n, c, h, w) + x
+
+
+add("self_attention", SelfAttention, X, ["Conv", "Reshape", "Transpose", "MatMul", "Softmax"],
+    "self-attention over 81 pixels: softmax(q^T k / 2) and v a^T, MatMul of two computed tensors",
+    opsets=(11, 13, 17))
+add("matmul_broadcast", lambda: Lambda(lambda s, x: torch.matmul(x, x.transpose(-1, -2)) +
+                                        torch.matmul(x[:, :1], x) * 0.5),
+    X, ["MatMul", "Transpose", "Slice"],
+    "x @ x^T per channel (batched), and x[:, :1] @ x: a batch dim broadcast from 1 to 4")
+add("matmul_constant_operands", lambda: Lambda(lambda s, x: torch.matmul(s.m, x) @ s.v,
+                                               m=nn.Parameter(torch.randn(5, 9) * 0.3),
+                                               v=nn.Parameter(torch.randn(9) * 0.3)),
+    X, ["MatMul"],
+    "m @ x with a constant 5x9 A broadcast over the batch dims, then @ v with a constant 1-D B "
+    "(a matrix-vector product)")
+
+
+class AddMMComputed(nn.Module):
+    """torch.addmm of computed tensors: the exporter fuses b.t() into Gemm's transB."""
+
+    def forward(self, x):
+        a, b = F.relu(x), torch.tanh(x)
+        return torch.addmm(x[:, :1], a, b.t(), beta=0.5, alpha=2.0)
+
+
+class AddMMTransAComputed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.t(), torch.sigmoid(x))
+
+
+add("gemm_computed", AddMMComputed, (6, 4), ["Gemm", "Relu", "Tanh", "Slice"],
+    "torch.addmm(x[:, :1], relu(x), tanh(x).t(), beta=0.5, alpha=2): Gemm transB=1 with computed A, "
+    "B and C (C broadcast over columns)", opsets=(11, 13, 17))
+add("gemm_computed_transA", AddMMTransAComputed, (6, 4), ["Gemm", "Sigmoid"],
+    "torch.addmm(bias, x.t(), sigmoid(x)): Gemm transA=1 with a computed B and a constant C",
+    opsets=(11, 13))
+
+
 class TwoOutputs(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1105,6 +1292,25 @@ def eval_node(node, ins):
         return [y.astype(np.float32)]
     if t == "MatMul":
         return [(ins[0].astype(np.float64) @ ins[1].astype(np.float64)).astype(np.float32)]
+    if t == "LRN":
+        size = a["size"]
+        sq = np.pad(x.astype(np.float64) ** 2, [(0, 0), ((size - 1) // 2, size // 2)] + [(0, 0)] * (x.ndim - 2))
+        window = sum(sq[:, i:i + x.shape[1]] for i in range(size))
+        return [(x / (a.get("bias", 1.0) + a.get("alpha", 1e-4) / size * window) ** a.get("beta", 0.75))
+                .astype(np.float32)]
+    if t in ("InstanceNormalization", "LayerNormalization"):
+        if t == "InstanceNormalization":
+            axes = tuple(range(2, x.ndim))
+            shp = (1, -1) + (1,) * (x.ndim - 2)
+            scale, shift = ins[1].reshape(shp), ins[2].reshape(shp)
+        else:
+            ax = a.get("axis", -1) % x.ndim
+            axes = tuple(range(ax, x.ndim))
+            scale, shift = ins[1], ins[2] if len(ins) > 2 and ins[2] is not None else 0.0
+        x64 = x.astype(np.float64)
+        mean = x64.mean(axis=axes, keepdims=True)
+        var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+        return [((x64 - mean) / np.sqrt(var + a.get("epsilon", 1e-5)) * scale + shift).astype(np.float32)]
     if t == "Softmax":
         ax = a.get("axis", -1 if OPSET[0] >= 13 else 1)
         if OPSET[0] < 13:

@@ -569,6 +569,78 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Normalisations: LRN (1, 13), InstanceNormalization (6), LayerNormalization (17)
+# --------------------------------------------------------------------------------------------
+
+@case("lrn", (7, 13), ["LRN"])
+def _(g, opset):
+    # The defaults, and a window wider than the 5 channels. (onnxruntime refuses even sizes,
+    # where the ONNX window puts its extra channel after c; tests/test_layers.cpp checks those.)
+    x = g.input("x", [2, 5, 3, 4])
+    g.output(g.node("LRN", [x], ["narrow"], size=3))
+    g.output(g.node("LRN", [x], ["wide"], size=7, alpha=0.3, beta=0.6, bias=1.5))
+
+
+@case("lrn_after_conv", (13,), ["Conv", "Relu", "LRN"])
+def _(g, opset):
+    # GoogLeNet v1's stem: conv, relu, LRN size 5 alpha 1e-4 beta 0.75 (the input is scaled
+    # up so that the window's squares matter).
+    x = g.input("x", [1, 3, 9, 9], -20.0, 20.0)
+    c = g.node("Conv", [x, g.weight("w", [8, 3, 3, 3], 2.0)], ["c"], pads=[1, 1, 1, 1])
+    g.output(g.node("LRN", [g.node("Relu", [c], ["r"])], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0))
+
+
+@case("instance_norm", (7, 21), ["InstanceNormalization"])
+def _(g, opset):
+    scale, bias = g.const("s", g.rng.uniform(0.5, 1.5, 3)), g.const("b", g.rng.uniform(-1, 1, 3))
+    g.output(g.node("InstanceNormalization", [g.input("x", [2, 3, 4, 5]), scale, bias], ["y"], epsilon=1e-3))
+    g.output(g.node("InstanceNormalization", [g.input("x3", [2, 3, 10], 1.0, 5.0), scale, bias], ["z"]))
+
+
+@case("layer_norm", (17, 21), ["LayerNormalization"])
+def _(g, opset):
+    x = g.input("x", [2, 3, 4, 5], -1.0, 3.0)
+    g.output(g.node("LayerNormalization", [x, g.const("s", g.rng.uniform(0.5, 1.5, [5])),
+                                           g.const("b", g.rng.uniform(-1, 1, [5]))], ["last"]))
+    # axis -3: over [3, 4, 5], no B, epsilon and stash_type given
+    g.output(g.node("LayerNormalization", [x, g.const("s3", g.rng.uniform(0.5, 1.5, [3, 4, 5]))], ["y"],
+                    axis=-3, epsilon=1e-3, stash_type=1))
+
+
+# --------------------------------------------------------------------------------------------
+# MatMul and Gemm with computed operands
+# --------------------------------------------------------------------------------------------
+
+@case("matmul_computed", (7, 9, 13), ["MatMul"])
+def _(g, opset):
+    a, b = g.input("a", [2, 1, 3, 4]), g.input("b", [3, 4, 5])
+    p = g.node("MatMul", [a, b], ["p"])  # batch dims broadcast both ways: 2 x 3 x 3 x 5
+    g.output(p)
+    g.output(g.node("MatMul", [g.const("row", g.rng.uniform(-1, 1, [3])), p], ["vm"]))  # a 1-D constant A
+    g.output(g.node("MatMul", [p, g.input("v", [5])], ["mv"]))  # a 1-D computed B
+    g.output(g.node("MatMul", [g.const("left", g.rng.uniform(-1, 1, [6, 3])), p], ["cm"]))  # constant A
+
+
+@case("gemm_computed", (7, 9, 11, 13), ["Gemm"])
+def _(g, opset):
+    a, b = g.input("a", [4, 3]), g.input("b", [5, 4])
+    g.output(g.node("Gemm", [a, b, g.input("c", [1, 5])], ["y"], transA=1, transB=1, alpha=0.5, beta=-2.0))
+    # A constant A, a computed B, a one-element computed C broadcast to every element
+    w = g.const("w", g.rng.uniform(-1, 1, [2, 4]))
+    g.output(g.node("Gemm", [w, g.input("b2", [4, 3]), g.input("c2", [1])], ["z"], beta=0.25))
+    if opset >= 11:  # C is optional from opset 11
+        g.output(g.node("Gemm", [a, g.input("b3", [4, 6])], ["u"], alpha=3.0, transA=1))
+
+
+@case("gemm_constant_b_full_c", (9, 13), ["Gemm"])
+def _(g, opset):
+    # A constant B (a Linear) with a C that varies along rows and columns: added after it
+    x = g.input("x", [3, 4])
+    g.output(g.node("Gemm", [x, g.weight("w", [4, 5]), g.const("c", g.rng.uniform(-1, 1, [3, 5]))], ["y"],
+                    beta=0.5))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

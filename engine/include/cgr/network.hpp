@@ -24,8 +24,12 @@
 #include "cgr/layers/conv_transpose2d.hpp"
 #include "cgr/layers/flatten.hpp"
 #include "cgr/layers/global_avg_pool.hpp"
+#include "cgr/layers/instance_norm.hpp"
 #include "cgr/layers/layer.hpp"
+#include "cgr/layers/layer_norm.hpp"
 #include "cgr/layers/leaky_relu.hpp"
+#include "cgr/layers/local_response_norm.hpp"
+#include "cgr/layers/matmul.hpp"
 #include "cgr/layers/reduce.hpp"
 #include "cgr/layers/slice.hpp"
 #include "cgr/layers/unary.hpp"
@@ -98,6 +102,30 @@ class Network {
   }
   Value linear(Value x, const LinearParams& params, const std::string& name) {
     return emplace<Linear>(x, name, params);
+  }
+  // alpha * op(A) op(B) with NumPy's matmul rule (1-D promotion, broadcast batch dims).
+  Value matmul(Value a, Value b, const MatMulParams& params, const std::string& name) {
+    check_value(a, name);
+    check_value(b, name);
+    return add_layer(std::make_unique<MatMul>(name, desc(a), desc(b), params), {a, b});
+  }
+  // x @ c, or c @ x with constant.first, c the weight "<name>.constant" of constant.shape.
+  Value matmul(Value x, MatMulConstant constant, const MatMulParams& params,
+               const std::string& name) {
+    return emplace<MatMul>(x, name, std::move(constant), params);
+  }
+  // Normalisation over the dims from params.axis to the last (nn.LayerNorm).
+  Value layer_norm(Value x, const LayerNormParams& params, const std::string& name) {
+    return emplace<LayerNorm>(x, name, params);
+  }
+  // Per-sample, per-channel normalisation over the spatial dims (nn.InstanceNorm2d).
+  Value instance_norm(Value x, const InstanceNormParams& params, const std::string& name) {
+    return emplace<InstanceNorm>(x, name, params);
+  }
+  // Division by the local sum of squares across channels (nn.LocalResponseNorm, ONNX LRN).
+  Value local_response_norm(Value x, const LocalResponseNormParams& params,
+                            const std::string& name) {
+    return emplace<LocalResponseNorm>(x, name, params);
   }
   Value add(Value a, Value b, const std::string& name) {
     check_value(a, name);

@@ -5,6 +5,7 @@
 //   ops_elementwise.cpp  Relu, LeakyRelu, Clip, the Unary functions, the Binary ones (Add, Sub,
 //                        Mul, Div, Pow, PRelu; Sum, Mean, Max, Min)
 //   ops_reduce.cpp       ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalMaxPool
+//   ops_norm.cpp         LRN, InstanceNormalization, LayerNormalization
 //   ops_tensor.cpp       Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity,
 //                        Dropout, Constant, Pad, Softmax, and the shape arithmetic (Shape,
 //                        Gather, Slice, Cast, ConstantOfShape, Range, Where, Expand, the

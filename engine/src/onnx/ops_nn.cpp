@@ -1,7 +1,8 @@
 // ONNX ops with weights or windows: Conv (a Pad feeding it folds into its padding),
-// ConvTranspose, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, and Gemm / MatMul
-// with a constant weight as Linear. The windowed ops take 2-D (N x C x H x W) and 1-D (N x C x
-// L) inputs; cgr's 2-D layers run the 1-D ones as height 1, without reshapes.
+// ConvTranspose, BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, and Gemm / MatMul:
+// a Linear when the weight is a constant, a MatMul layer when an operand is computed. The
+// windowed ops take 2-D (N x C x H x W) and 1-D (N x C x L) inputs; cgr's 2-D layers run the
+// 1-D ones as height 1, without reshapes.
 #include <optional>
 
 #include "cgr/error.hpp"
@@ -316,69 +317,155 @@ void import_global_average_pool(Importer& im, const ::onnx::NodeProto& node, int
 }
 
 // Linear from a constant weight: y = x Wᵀ + b with W [out, in].
-void linear(Importer& im, const ::onnx::NodeProto& node, int index, Value x,
-            std::vector<float> weight, std::int64_t out, std::int64_t in,
-            const std::vector<float>* bias, const std::string& weight_name) {
-  const std::string name = im.layer_name(node, index, weight_name);
+Value linear(Importer& im, Value x, std::vector<float> weight, std::int64_t out, std::int64_t in,
+             const std::vector<float>* bias, const std::string& name) {
   const Value y = im.network().linear(x, {.out_features = out, .bias = bias != nullptr}, name);
   im.add_weight(name, "weight", Shape{out, in}, std::move(weight));
   if (bias != nullptr) im.add_weight(name, "bias", Shape{out}, *bias);
-  im.bind(node.output(0), y);
+  return y;
 }
 
+// A float constant operand of a matrix product; `role` names it in errors.
+const ConstantTensor& float_constant(Importer& im, const ::onnx::NodeProto& node, int input,
+                                     const std::string& label, std::string_view role) {
+  const ConstantTensor& t = im.constant(node.input(input), label, role);
+  if (!t.is_float) fail("{}: {} '{}' must be a float tensor", label, role, node.input(input));
+  return t;
+}
+
+// A MatMul layer for a product with at least one computed operand (a constant one becomes the
+// layer's weight "<name>.constant").
+Value matmul(Importer& im, const ::onnx::NodeProto& node, const std::string& label,
+             const MatMulParams& params, const std::string& name) {
+  const bool a_constant = im.is_constant(node.input(0)), b_constant = im.is_constant(node.input(1));
+  if (a_constant && b_constant) {
+    fail("{}: A '{}' and B '{}' are both constants; a product of constants is not folded", label,
+         node.input(0), node.input(1));
+  }
+  if (!a_constant && !b_constant) {
+    return im.network().matmul(im.value(node.input(0), label), im.value(node.input(1), label),
+                               params, name);
+  }
+  const int c = a_constant ? 0 : 1;
+  const ConstantTensor& t = float_constant(im, node, c, label, a_constant ? "A" : "B");
+  const Value y = im.network().matmul(im.value(node.input(1 - c), label),
+                                      MatMulConstant{t.shape, a_constant}, params, name);
+  im.add_weight(name, "constant", t.shape, t.floats);
+  return y;
+}
+
+// Gemm's + beta * C, C broadcast to the product's [M, N] (a constant scaled here, a computed C
+// by a Binary Mul when beta is not 1). beta = 0 drops C, as ONNX Runtime does.
+Value add_gemm_c(Importer& im, const ::onnx::NodeProto& node, const std::string& label, Value y,
+                 float beta, const std::string& name) {
+  if (beta == 0.0f) return y;
+  const Shape out = im.network().desc(y).shape;
+  const auto check = [&](const Shape& c) {
+    if (broadcast_shapes(c, out) != out) {
+      fail("{}: C '{}' of shape {} does not broadcast to the product's shape {}", label,
+           node.input(2), c.to_string(), out.to_string());
+    }
+  };
+  if (im.is_constant(node.input(2))) {
+    const ConstantTensor& c = float_constant(im, node, 2, label, "C");
+    check(c.shape);
+    std::vector<float> values = c.floats;
+    for (float& v : values)
+      v *= beta;
+    const Value sum = im.network().binary(y, BinaryOp::add, BinaryConstant{c.shape}, name + ".C");
+    im.add_weight(name + ".C", "constant", c.shape, std::move(values));
+    return sum;
+  }
+  Value c = im.value(node.input(2), label);
+  check(im.network().desc(c).shape);
+  if (beta != 1.0f) {
+    c = im.network().binary(c, BinaryOp::mul, BinaryConstant{Shape{}}, name + ".beta");
+    im.add_weight(name + ".beta", "constant", Shape{}, {beta});
+  }
+  return im.network().binary(y, c, BinaryOp::add, name + ".C");
+}
+
+// Gemm: Y = alpha * op(A) op(B) + beta * C, all 2-D. A constant B with a computed A is a Linear
+// (alpha folded into the weight, a per-column C into its bias); anything else a MatMul layer.
 void import_gemm(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
   Attributes attrs(node, label, {"alpha", "beta", "transA", "transB"});
   Importer::need_inputs(node, label, 2, 3);
+  const bool trans_a = attrs.get_int("transA", 0) != 0, trans_b = attrs.get_int("transB", 0) != 0;
+  const float alpha = attrs.get_float("alpha", 1.0f), beta = attrs.get_float("beta", 1.0f);
+  const bool has_c = node.input_size() > 2 && !node.input(2).empty();
+  const auto check_2d = [&](const Shape& s, int input, const char* role) {
+    if (s.rank() != 2) {
+      fail("{}: {} '{}' has shape {}, expected 2 dims", label, role, node.input(input),
+           s.to_string());
+    }
+  };
+  if (!im.is_constant(node.input(1)) || im.is_constant(node.input(0))) {
+    for (int i = 0; i < 2; ++i) {
+      const char* role = i == 0 ? "A" : "B";
+      check_2d(im.is_constant(node.input(i))
+                   ? float_constant(im, node, i, label, role).shape
+                   : im.network().desc(im.value(node.input(i), label)).shape,
+               i, role);
+    }
+    const std::string name = im.layer_name(node, index);
+    Value y = matmul(im, node, label,
+                     {.transpose_a = trans_a, .transpose_b = trans_b, .alpha = alpha}, name);
+    if (has_c) y = add_gemm_c(im, node, label, y, beta, name);
+    return im.bind(node.output(0), y);
+  }
   Value a = im.value(node.input(0), label);
-  if (attrs.get_int("transA", 0) != 0) {
-    if (im.network().desc(a).shape.rank() != 2) fail("{}: transA needs a 2-D input", label);
+  if (trans_a) {
+    check_2d(im.network().desc(a).shape, 0, "A");
     a = im.network().transpose(a, {1, 0}, im.layer_name(node, index) + ".transA");
   }
   const Shape& as = im.network().desc(a).shape;
-  if (as.rank() != 2)
-    fail("{}: input A '{}' has shape {}, expected 2 dims", label, node.input(0), as.to_string());
-  const ConstantTensor& b = im.constant(node.input(1), label, "B");
-  if (b.shape.rank() != 2 || !b.is_float)
-    fail("{}: B '{}' must be a 2-D float constant", label, node.input(1));
-  const bool trans_b = attrs.get_int("transB", 0) != 0;
+  check_2d(as, 0, "A");
+  const ConstantTensor& b = float_constant(im, node, 1, label, "B");
+  check_2d(b.shape, 1, "B");
   const std::int64_t in = as[1];
   const std::int64_t out = trans_b ? b.shape[0] : b.shape[1];
   if ((trans_b ? b.shape[1] : b.shape[0]) != in) {
     fail("{}: B '{}' of shape {} (transB={}) does not fit A of shape {}", label, node.input(1),
          b.shape.to_string(), trans_b ? 1 : 0, as.to_string());
   }
-  const float alpha = attrs.get_float("alpha", 1.0f), beta = attrs.get_float("beta", 1.0f);
   std::vector<float> weight(static_cast<std::size_t>(out * in));
   for (std::int64_t o = 0; o < out; ++o)
     for (std::int64_t k = 0; k < in; ++k)
       weight[static_cast<std::size_t>(o * in + k)] =
           alpha * b.floats[static_cast<std::size_t>(trans_b ? o * in + k : k * out + o)];
+  // A constant C that only varies along columns ([N], [1, N] or a scalar) is the Linear's bias;
+  // any other C is added after it.
   std::vector<float> bias;
-  const ConstantTensor* c = im.optional_constant(node, 2, label, "C");
-  if (c != nullptr) {
-    // C broadcasts over rows: only a per-column vector ([N], [1, N] or a scalar) is a bias.
-    if (!c->is_float || !(c->shape.numel() == out || c->shape.numel() == 1) ||
-        (c->shape.rank() == 2 && c->shape[0] != 1)) {
-      fail("{}: C '{}' has shape {}; only a bias of shape [{}] or [1, {}] is supported", label,
-           node.input(2), c->shape.to_string(), out, out);
-    }
+  const ConstantTensor* c =
+      has_c && im.is_constant(node.input(2)) ? &float_constant(im, node, 2, label, "C") : nullptr;
+  const bool c_is_bias = c != nullptr && (c->shape.numel() == out || c->shape.numel() == 1) &&
+                         c->shape.rank() <= 2 && (c->shape.rank() < 2 || c->shape[0] == 1) &&
+                         (c->shape.rank() == 0 || c->shape.dims().back() == c->shape.numel());
+  if (c_is_bias) {
     bias.resize(static_cast<std::size_t>(out));
     for (std::int64_t o = 0; o < out; ++o)
       bias[static_cast<std::size_t>(o)] =
           beta * c->floats[c->floats.size() == 1 ? 0 : static_cast<std::size_t>(o)];
   }
-  linear(im, node, index, a, std::move(weight), out, in, c != nullptr ? &bias : nullptr,
-         node.input(1));
+  const std::string name = im.layer_name(node, index, node.input(1));
+  Value y = linear(im, a, std::move(weight), out, in, c_is_bias ? &bias : nullptr, name);
+  if (has_c && !c_is_bias) y = add_gemm_c(im, node, label, y, beta, name);
+  im.bind(node.output(0), y);
 }
 
+// MatMul with NumPy's rule: a constant 2-D B with a computed A is a Linear (B transposed into
+// its weight, packed once); any other pairing a MatMul layer.
 void import_matmul(Importer& im, const ::onnx::NodeProto& node, int index,
                    const std::string& label) {
   Attributes attrs(node, label, {});
   Importer::need_inputs(node, label, 2, 2);
+  const bool linear_form = !im.is_constant(node.input(0)) && im.is_constant(node.input(1)) &&
+                           im.constant(node.input(1), label, "B").shape.rank() == 2;
+  if (!linear_form) {
+    return im.bind(node.output(0), matmul(im, node, label, {}, im.layer_name(node, index)));
+  }
   const Value a = im.value(node.input(0), label);
-  const ConstantTensor& b = im.constant(node.input(1), label, "B (the weight)");
-  if (b.shape.rank() != 2 || !b.is_float)
-    fail("{}: B '{}' must be a 2-D float constant", label, node.input(1));
+  const ConstantTensor& b = float_constant(im, node, 1, label, "B");
   const Shape& as = im.network().desc(a).shape;
   const std::int64_t in = b.shape[0], out = b.shape[1];
   if (as.rank() < 1 || as.dims().back() != in) {
@@ -390,7 +477,8 @@ void import_matmul(Importer& im, const ::onnx::NodeProto& node, int index,
     for (std::int64_t k = 0; k < in; ++k)
       weight[static_cast<std::size_t>(o * in + k)] =
           b.floats[static_cast<std::size_t>(k * out + o)];
-  linear(im, node, index, a, std::move(weight), out, in, nullptr, node.input(1));
+  const std::string name = im.layer_name(node, index, node.input(1));
+  im.bind(node.output(0), linear(im, a, std::move(weight), out, in, nullptr, name));
 }
 
 CGR_ONNX_OP("Conv", import_conv);

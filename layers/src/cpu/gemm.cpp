@@ -319,6 +319,32 @@ void pack_b_transposed(const float* w, std::int64_t ldw, std::int64_t n, std::in
   }
 }
 
+void pack_a_strided(const float* a, std::int64_t row_stride, std::int64_t k_stride, std::int64_t m,
+                    std::int64_t k, std::int64_t mr, float* dst) {
+  for (std::int64_t row0 = 0; row0 < m; row0 += mr) {
+    const std::int64_t rows = std::min(mr, m - row0);
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      for (std::int64_t r = 0; r < mr; ++r) {
+        dst[kk * mr + r] = r < rows ? a[(row0 + r) * row_stride + kk * k_stride] : 0.0f;
+      }
+    }
+    dst += k * mr;
+  }
+}
+
+void pack_b_strided(const float* b, std::int64_t k_stride, std::int64_t col_stride, std::int64_t n,
+                    std::int64_t k, std::int64_t nr, float* dst) {
+  for (std::int64_t col0 = 0; col0 < n; col0 += nr) {
+    const std::int64_t cols = std::min(nr, n - col0);
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      for (std::int64_t j = 0; j < nr; ++j) {
+        dst[kk * nr + j] = j < cols ? b[kk * k_stride + (col0 + j) * col_stride] : 0.0f;
+      }
+    }
+    dst += k * nr;
+  }
+}
+
 void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
                  std::int64_t ns1) {
   const MicroKernel& kernel = *p.kernel;

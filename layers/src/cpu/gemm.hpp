@@ -110,6 +110,14 @@ void pack_a(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, st
 void pack_b_transposed(const float* w, std::int64_t ldw, std::int64_t n, std::int64_t k,
                        std::int64_t nr, float* dst);
 
+// The same layouts from operands with any element strides (a computed operand, transposed or
+// not): A's element (r, kk) at a[r * row_stride + kk * k_stride], B's element (kk, j) at
+// b[kk * k_stride + j * col_stride]. pack_a / pack_b_transposed are the unit-stride cases.
+void pack_a_strided(const float* a, std::int64_t row_stride, std::int64_t k_stride, std::int64_t m,
+                    std::int64_t k, std::int64_t mr, float* dst);
+void pack_b_strided(const float* b, std::int64_t k_stride, std::int64_t col_stride, std::int64_t n,
+                    std::int64_t k, std::int64_t nr, float* dst);
+
 // C[m x n] = A B + epilogue, both operands packed.
 struct PackedProduct {
   const MicroKernel* kernel = nullptr;

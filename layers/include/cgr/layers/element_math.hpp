@@ -263,6 +263,13 @@ CGR_HD void softmax_row(const float* in, float* out, std::int64_t n, std::int64_
     out[i * stride] *= inverse;
 }
 
+// Local response normalisation of x (ONNX LRN) from the sum of squares over its channel window:
+// x / (bias + alpha / size * square_sum) ^ beta, with alpha / size computed once by the caller.
+CGR_HD float local_response_norm(float x, float square_sum, float alpha_over_size, float beta,
+                                 float bias) {
+  return x / powf(bias + alpha_over_size * square_sum, beta);
+}
+
 // Confidence of an exit head for one sample: the largest softmax probability of its logits,
 // 1 / sum_i exp(x_i - max). NaN logits give NaN, which never fires.
 CGR_HD float max_softmax_probability(const float* logits, std::int64_t n) {

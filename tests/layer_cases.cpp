@@ -258,6 +258,10 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                    [](Network& n, Value x) { return n.softmax(x, "softmax"); }});
   cases.push_back({"Softmax over channels", image,
                    [](Network& n, Value x) { return n.softmax(x, "softmax", 1); }});
+  cases.push_back({"LogSoftmax over the last axis (warp rows)", Shape{3, 1000},
+                   [](Network& n, Value x) { return n.log_softmax(x, "log_softmax"); }});
+  cases.push_back({"LogSoftmax over channels (thread rows)", image,
+                   [](Network& n, Value x) { return n.log_softmax(x, "log_softmax", 1); }});
   cases.push_back({"Pad2d", image,
                    [](Network& n, Value x) { return n.pad2d(x, Padding2d(1, 2, 0, 3), "pad"); }});
   cases.push_back({"Reshape", image, [](Network& n, Value x) {

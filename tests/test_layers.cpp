@@ -296,6 +296,28 @@ TEST_CASE("BatchNorm2d, ReLU, GlobalAvgPool, Add, Concat, Flatten, Softmax, Line
       }
     }
   }
+  SUBCASE("LogSoftmax on the last axis and on channels; extreme logits stay finite") {
+    auto wide = x;
+    wide[0] = 1000.0f;  // softmax underflows to 0 elsewhere in that row; its log must not be -inf
+    for (int axis : {-1, 1}) {
+      CAPTURE(axis);
+      const auto y =
+          run_network(xs, wide, [&](Network& n, Value v) { return n.log_softmax(v, "lsm", axis); });
+      const std::int64_t len = axis == 1 ? 3 : 4, stride = axis == 1 ? 20 : 1;
+      for (std::int64_t i = 0; i < xs.numel(); ++i) {
+        const std::int64_t pos = (i / stride) % len, start = i - pos * stride;
+        double max_value = -1e300;
+        for (std::int64_t k = 0; k < len; ++k)
+          max_value = std::max(max_value, double{wide[start + k * stride]});
+        double sum = 0;
+        for (std::int64_t k = 0; k < len; ++k)
+          sum += std::exp(double{wide[start + k * stride]} - max_value);
+        const double expected = double{wide[i]} - max_value - std::log(sum);
+        CHECK(std::isfinite(y[i]));
+        CHECK(y[i] == doctest::Approx(expected).epsilon(1e-5).scale(1.0));
+      }
+    }
+  }
   SUBCASE("Flatten then Linear") {
     Weights w;
     w.add("fc.weight", random_tensor({7, 60}, 5));

@@ -1,4 +1,5 @@
-// Softmax over rows of `length` values spaced `inner` apart (outer x length x inner).
+// Softmax and LogSoftmax over rows of `length` values spaced `inner` apart (outer x length x
+// inner). LogSoftmax writes x - max - log(sum), the same row statistics.
 //
 // Two shapes of row, two kernels:
 // - Long rows (length > 32) with a small stride (inner < 32: logits on the last axis, or
@@ -24,6 +25,7 @@ namespace {
 using detail::kThreads;
 using detail::kWarpSize;
 
+template <bool kLog>
 __global__ void softmax_warp_rows_kernel(const float* x, float* y, std::int64_t outer,
                                          std::int64_t length, std::int64_t inner) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -36,27 +38,52 @@ __global__ void softmax_warp_rows_kernel(const float* x, float* y, std::int64_t 
     const float* in = x + offset;
     float* out = y + offset;
     const detail::RowSoftmaxStats stats = detail::warp_row_softmax_stats(in, length, inner, lane);
-    const float inverse = 1.0f / stats.sum;
-    for (std::int64_t i = lane; i < length; i += kWarpSize) {
-      out[i * inner] = expf(in[i * inner] - stats.max_value) * inverse;
+    if (kLog) {
+      const float shift = stats.max_value + logf(stats.sum);
+      for (std::int64_t i = lane; i < length; i += kWarpSize)
+        out[i * inner] = in[i * inner] - shift;
+    } else {
+      const float inverse = 1.0f / stats.sum;
+      for (std::int64_t i = lane; i < length; i += kWarpSize) {
+        out[i * inner] = expf(in[i * inner] - stats.max_value) * inverse;
+      }
     }
   }
 }
 
+template <bool kLog>
 __global__ void softmax_thread_rows_kernel(const float* x, float* y, std::int64_t outer,
                                            std::int64_t length, std::int64_t inner) {
   const std::int64_t rows = outer * inner;
   for (std::int64_t row = detail::first_index<std::int64_t>(); row < rows;
        row += detail::grid_stride<std::int64_t>()) {
     const std::int64_t offset = (row / inner) * length * inner + row % inner;
-    math::softmax_row(x + offset, y + offset, length, inner);
+    if (kLog) {
+      math::log_softmax_row(x + offset, y + offset, length, inner);
+    } else {
+      math::softmax_row(x + offset, y + offset, length, inner);
+    }
   }
+}
+
+template <bool kLog>
+KernelLaunch describe_rows(const float* x, float* y, std::int64_t outer, std::int64_t length,
+                           std::int64_t inner) {
+  const std::int64_t rows = outer * inner;
+  if (length > kWarpSize && inner < kWarpSize) {
+    return detail::describe(softmax_warp_rows_kernel<kLog>,
+                            detail::blocks_for(rows, kThreads / kWarpSize), kThreads, 0, x, y,
+                            outer, length, inner);
+  }
+  return detail::describe(softmax_thread_rows_kernel<kLog>, detail::blocks_for(rows), kThreads, 0,
+                          x, y, outer, length, inner);
 }
 
 std::unique_ptr<GpuOp> make_softmax(const Softmax& layer, const GpuOpBuild&) {
   const SoftmaxGeometry g = layer.geometry();
-  return kernel_op([g](const GpuBuffers& b) {
-    return describe_softmax(b.inputs[0], b.output, g.outer, g.length, g.inner);
+  const bool log = layer.log();
+  return kernel_op([g, log](const GpuBuffers& b) {
+    return describe_softmax(b.inputs[0], b.output, g.outer, g.length, g.inner, log);
   });
 }
 
@@ -65,19 +92,13 @@ const GpuOpRegistration<Softmax> softmax_op(make_softmax);
 }  // namespace
 
 KernelLaunch describe_softmax(const float* x, float* y, std::int64_t outer, std::int64_t length,
-                              std::int64_t inner) {
+                              std::int64_t inner, bool log) {
   if (detail::any_negative({outer, length, inner}))
-    return KernelLaunch::refused(cudaErrorInvalidValue, "softmax: a negative outer, axis or inner size");
-  const std::int64_t rows = outer * inner;
-  if (rows == 0 || length == 0) return KernelLaunch{};
-  if (length > kWarpSize && inner < kWarpSize) {
-    return detail::describe(softmax_warp_rows_kernel,
-                            detail::blocks_for(rows, kThreads / kWarpSize), kThreads, 0, x, y,
-                            outer, length, inner);
-  } else {
-    return detail::describe(softmax_thread_rows_kernel, detail::blocks_for(rows), kThreads, 0, x, y,
-                            outer, length, inner);
-  }
+    return KernelLaunch::refused(cudaErrorInvalidValue,
+                                 "softmax: a negative outer, axis or inner size");
+  if (outer * inner == 0 || length == 0) return KernelLaunch{};
+  return log ? describe_rows<true>(x, y, outer, length, inner)
+             : describe_rows<false>(x, y, outer, length, inner);
 }
 
 }  // namespace cgr::cuda

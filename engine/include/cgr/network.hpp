@@ -147,6 +147,10 @@ class Network {
   Value softmax(Value x, const std::string& name, int axis = -1) {
     return emplace<Softmax>(x, name, axis);
   }
+  // torch.log_softmax: x - max - log(sum(exp(x - max))) along `axis`.
+  Value log_softmax(Value x, const std::string& name, int axis = -1) {
+    return emplace<Softmax>(x, name, axis, true);
+  }
   Value clip(Value x, const ClipParams& params, const std::string& name) {
     return emplace<Clip>(x, name, params);
   }

@@ -270,6 +270,19 @@ CGR_HD float local_response_norm(float x, float square_sum, float alpha_over_siz
   return x / powf(bias + alpha_over_size * square_sum, beta);
 }
 
+// log(softmax) of one row, stably: x - max - log(sum_i exp(x_i - max)) (torch.log_softmax).
+CGR_HD void log_softmax_row(const float* in, float* out, std::int64_t n, std::int64_t stride) {
+  float max_value = in[0];
+  for (std::int64_t i = 1; i < n; ++i)
+    max_value = nan_max(max_value, in[i * stride]);
+  float sum = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i)
+    sum += expf(in[i * stride] - max_value);
+  const float shift = max_value + logf(sum);
+  for (std::int64_t i = 0; i < n; ++i)
+    out[i * stride] = in[i * stride] - shift;
+}
+
 // Confidence of an exit head for one sample: the largest softmax probability of its logits,
 // 1 / sum_i exp(x_i - max). NaN logits give NaN, which never fires.
 CGR_HD float max_softmax_probability(const float* logits, std::int64_t n) {

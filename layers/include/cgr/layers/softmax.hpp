@@ -1,4 +1,5 @@
-// Softmax along one axis (the last by default), numerically stable (max subtracted).
+// Softmax along one axis (the last by default), numerically stable (max subtracted); with
+// `log`, LogSoftmax (x - max - log sum exp(x - max), torch.log_softmax).
 #pragma once
 
 #include "cgr/layers/layer.hpp"
@@ -14,10 +15,12 @@ struct SoftmaxGeometry {
 class Softmax final : public Layer {
  public:
   static constexpr std::string_view kKind = "Softmax";
-  Softmax(std::string name, const TensorDesc& input, int axis);
+  Softmax(std::string name, const TensorDesc& input, int axis, bool log = false);
 
   std::string_view kind() const override { return kKind; }
+  std::string_view label() const override { return log_ ? "LogSoftmax" : "Softmax"; }
   int axis() const { return axis_; }
+  bool log() const { return log_; }
   const SoftmaxGeometry& geometry() const { return geometry_; }
   std::string attributes() const override;
   OpCost cost() const override;
@@ -25,6 +28,7 @@ class Softmax final : public Layer {
 
  private:
   int axis_;
+  bool log_;
   SoftmaxGeometry geometry_;
 };
 

@@ -553,6 +553,30 @@ TEST_CASE("ONNX shape arithmetic on constants folds away (the exporter's F.pad c
   CHECK(reshaped.network.desc(reshaped.network.layer_output(0)).shape == Shape{6, 2});
 }
 
+TEST_CASE(
+    "ONNX Transpose of a constant: negative perm entries count from the end; repeats are refused") {
+  const auto build = [](std::vector<std::int64_t> perm) {
+    OnnxBuilder b;
+    b.input("x", {3, 2});
+    b.floats("c", {2, 3}, {1, 2, 3, 4, 5, 6});
+    OnnxBuilder::attr(b.node("Transpose", {"c"}, {"t"}, "tr"), "perm", perm);
+    b.node("Add", {"x", "t"}, {"y"}, "add");
+    b.output("y");
+    return b;
+  };
+  // perm [-1, 0] is [1, 0]: the folded constant is the 3x2 transpose, added to x.
+  OnnxBuilder good = build({-1, 0});
+  const OnnxModel model = good.import();
+  REQUIRE(model.network.layer_count() == 1);
+  CHECK(model.network.desc(model.network.layer_output(0)).shape == Shape{3, 2});
+  OnnxBuilder repeated = build({-1, 1});
+  CHECK(error_message([&] { repeated.import(); }) ==
+        "test.onnx: node 'tr' (Transpose): perm [-1,1] names axis 1 twice");
+  OnnxBuilder out_of_range = build({0, -3});
+  CHECK(error_message([&] { out_of_range.import(); }) ==
+        "test.onnx: node 'tr' (Transpose): axis -3 is out of range for rank 2");
+}
+
 TEST_CASE("ONNX unary functions become Unary layers with the op's attributes") {
   OnnxBuilder b(20);
   b.input("x", {1, 6});

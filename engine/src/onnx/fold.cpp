@@ -19,8 +19,10 @@ struct Dense {
 
 Dense to_dense(const ConstantTensor& t) {
   Dense d{t.shape.dims(), {}, t.is_float};
-  if (t.is_float) d.values.assign(t.floats.begin(), t.floats.end());
-  else d.values.assign(t.ints.begin(), t.ints.end());
+  if (t.is_float)
+    d.values.assign(t.floats.begin(), t.floats.end());
+  else
+    d.values.assign(t.ints.begin(), t.ints.end());
   return d;
 }
 
@@ -53,11 +55,13 @@ std::int64_t count(const std::vector<std::int64_t>& dims) {
 
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
   std::vector<std::int64_t> strides(dims.size(), 1);
-  for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  for (std::size_t i = dims.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * dims[i];
   return strides;
 }
 
-std::vector<std::int64_t> int_values(const ConstantTensor& t, const std::string& label, const char* role) {
+std::vector<std::int64_t> int_values(const ConstantTensor& t, const std::string& label,
+                                     const char* role) {
   if (t.is_float) fail("{}: {} must be an integer tensor", label, role);
   return t.ints;
 }
@@ -84,15 +88,18 @@ void for_each_index(const std::vector<std::int64_t>& dims, Visit visit) {
 
 // NumPy broadcast of `inputs` (all present) and fn(values at one output index) per element.
 template <typename Fn>
-Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float, const std::string& label, Fn fn) {
+Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float,
+                    const std::string& label, Fn fn) {
   std::size_t rank = 0;
-  for (const Dense* d : inputs) rank = std::max(rank, d->dims.size());
+  for (const Dense* d : inputs)
+    rank = std::max(rank, d->dims.size());
   std::vector<std::int64_t> dims(rank, 1);
   for (const Dense* d : inputs) {
     for (std::size_t i = 0; i < d->dims.size(); ++i) {
       const std::size_t k = rank - d->dims.size() + i;
       const std::int64_t v = d->dims[i];
-      if (v != 1 && dims[k] != 1 && dims[k] != v) fail("{}: operand shapes do not broadcast", label);
+      if (v != 1 && dims[k] != 1 && dims[k] != v)
+        fail("{}: operand shapes do not broadcast", label);
       if (v != 1) dims[k] = v;
     }
   }
@@ -109,7 +116,8 @@ Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float, cons
   for_each_index(dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       std::int64_t o = 0;
-      for (std::size_t d = 0; d < rank; ++d) o += index[d] * strides[k][d];
+      for (std::size_t d = 0; d < rank; ++d)
+        o += index[d] * strides[k][d];
       args[k] = inputs[k]->values[static_cast<std::size_t>(o)];
     }
     out.values[static_cast<std::size_t>(i)] = fn(args);
@@ -117,10 +125,11 @@ Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float, cons
   return out;
 }
 
-const char* const kElementwiseFolds[] = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max",
-                                         "Equal", "Less", "Greater", "LessOrEqual",
-                                         "GreaterOrEqual", "And", "Or", "Not", "Where", "Neg",
-                                         "Abs", "Floor", "Ceil", "Sqrt", "Sum"};
+const char* const kElementwiseFolds[] = {
+    "Add",   "Sub",   "Mul",  "Div",     "Pow",         "Min",
+    "Max",   "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+    "And",   "Or",    "Not",  "Where",   "Neg",         "Abs",
+    "Floor", "Ceil",  "Sqrt", "Sum"};
 
 bool is_elementwise_fold(const std::string& op) {
   return std::any_of(std::begin(kElementwiseFolds), std::end(kElementwiseFolds),
@@ -130,7 +139,8 @@ bool is_elementwise_fold(const std::string& op) {
 // The elementwise ops on constants (shape arithmetic: sizes divided, masks compared, indices
 // selected). Integer tensors stay integers (Div truncates, as ONNX Runtime does); comparisons
 // give 0/1 integers (booleans).
-ConstantTensor fold_elementwise(const ::onnx::NodeProto& node, const std::vector<const ConstantTensor*>& inputs,
+ConstantTensor fold_elementwise(const ::onnx::NodeProto& node,
+                                const std::vector<const ConstantTensor*>& inputs,
                                 const std::string& label) {
   const std::string& op = node.op_type();
   Attributes attrs(node, label, {});
@@ -140,16 +150,19 @@ ConstantTensor fold_elementwise(const ::onnx::NodeProto& node, const std::vector
     dense.push_back(to_dense(*t));
   }
   std::vector<const Dense*> operands;
-  for (const auto& d : dense) operands.push_back(&d);
+  for (const auto& d : dense)
+    operands.push_back(&d);
   const auto need = [&](std::size_t n) {
     if (dense.size() != n) fail("{}: has {} inputs, expected {}", label, dense.size(), n);
   };
   if (op == "Where") {
     need(3);
-    return from_dense(broadcast_map(operands, dense[1].is_float || dense[2].is_float, label,
-                                    [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; }));
+    return from_dense(
+        broadcast_map(operands, dense[1].is_float || dense[2].is_float, label,
+                      [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; }));
   }
-  const bool unary = op == "Not" || op == "Neg" || op == "Abs" || op == "Floor" || op == "Ceil" || op == "Sqrt";
+  const bool unary =
+      op == "Not" || op == "Neg" || op == "Abs" || op == "Floor" || op == "Ceil" || op == "Sqrt";
   if (unary) {
     need(1);
     const bool is_float = op == "Not" ? false : (op == "Sqrt" ? true : dense[0].is_float);
@@ -168,48 +181,54 @@ ConstantTensor fold_elementwise(const ::onnx::NodeProto& node, const std::vector
     need(2);
   }
   bool is_float = false;
-  for (const auto& d : dense) is_float = is_float || d.is_float;
+  for (const auto& d : dense)
+    is_float = is_float || d.is_float;
   const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
                        op == "GreaterOrEqual" || op == "And" || op == "Or";
-  return from_dense(broadcast_map(operands, compare ? false : is_float, label, [&](const std::vector<double>& v) {
-    if (op == "Sum" || op == "Min" || op == "Max") {
-      double acc = v[0];
-      for (std::size_t i = 1; i < v.size(); ++i)
-        acc = op == "Sum" ? acc + v[i] : op == "Min" ? std::min(acc, v[i]) : std::max(acc, v[i]);
-      return acc;
-    }
-    const double a = v[0], b = v[1];
-    if (op == "Add") return a + b;
-    if (op == "Sub") return a - b;
-    if (op == "Mul") return a * b;
-    if (op == "Div") {
-      if (is_float) return a / b;
-      if (b == 0) fail("{}: integer division by zero", label);
-      return std::trunc(a / b);
-    }
-    if (op == "Pow") return std::pow(a, b);
-    if (op == "Equal") return a == b ? 1.0 : 0.0;
-    if (op == "Less") return a < b ? 1.0 : 0.0;
-    if (op == "Greater") return a > b ? 1.0 : 0.0;
-    if (op == "LessOrEqual") return a <= b ? 1.0 : 0.0;
-    if (op == "GreaterOrEqual") return a >= b ? 1.0 : 0.0;
-    if (op == "And") return a != 0 && b != 0 ? 1.0 : 0.0;
-    return a != 0 || b != 0 ? 1.0 : 0.0;  // Or
-  }));
+  return from_dense(
+      broadcast_map(operands, compare ? false : is_float, label, [&](const std::vector<double>& v) {
+        if (op == "Sum" || op == "Min" || op == "Max") {
+          double acc = v[0];
+          for (std::size_t i = 1; i < v.size(); ++i)
+            acc = op == "Sum"   ? acc + v[i]
+                  : op == "Min" ? std::min(acc, v[i])
+                                : std::max(acc, v[i]);
+          return acc;
+        }
+        const double a = v[0], b = v[1];
+        if (op == "Add") return a + b;
+        if (op == "Sub") return a - b;
+        if (op == "Mul") return a * b;
+        if (op == "Div") {
+          if (is_float) return a / b;
+          if (b == 0) fail("{}: integer division by zero", label);
+          return std::trunc(a / b);
+        }
+        if (op == "Pow") return std::pow(a, b);
+        if (op == "Equal") return a == b ? 1.0 : 0.0;
+        if (op == "Less") return a < b ? 1.0 : 0.0;
+        if (op == "Greater") return a > b ? 1.0 : 0.0;
+        if (op == "LessOrEqual") return a <= b ? 1.0 : 0.0;
+        if (op == "GreaterOrEqual") return a >= b ? 1.0 : 0.0;
+        if (op == "And") return a != 0 && b != 0 ? 1.0 : 0.0;
+        return a != 0 || b != 0 ? 1.0 : 0.0;  // Or
+      }));
 }
 
 }  // namespace
 
 bool is_foldable(const ::onnx::NodeProto& node) {
-  static const char* const kOps[] = {"ConstantOfShape", "Concat", "Reshape", "Slice", "Transpose",
-                                     "Cast", "Unsqueeze", "Squeeze", "Gather", "Identity",
-                                     "Range", "Expand"};
+  static const char* const kOps[] = {"ConstantOfShape", "Concat",   "Reshape",   "Slice",
+                                     "Transpose",       "Cast",     "Unsqueeze", "Squeeze",
+                                     "Gather",          "Identity", "Range",     "Expand"};
   return is_elementwise_fold(node.op_type()) ||
-         std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return node.op_type() == op; });
+         std::any_of(std::begin(kOps), std::end(kOps),
+                     [&](const char* op) { return node.op_type() == op; });
 }
 
 ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
-                         const std::vector<const ConstantTensor*>& inputs, const std::string& label) {
+                         const std::vector<const ConstantTensor*>& inputs,
+                         const std::string& label) {
   const std::string& op = node.op_type();
   auto input = [&](std::size_t i) -> const ConstantTensor& {
     if (i >= inputs.size() || inputs[i] == nullptr) fail("{}: input {} is missing", label, i);
@@ -238,7 +257,8 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     const Dense d = to_dense(input(0));
     const auto shape = int_values(input(1), label, "the shape");
     Dense target{shape, std::vector<double>(static_cast<std::size_t>(count(shape)), 0.0), false};
-    for (auto& v : target.dims) if (v < 0) fail("{}: shape value {} is negative", label, v);
+    for (auto& v : target.dims)
+      if (v < 0) fail("{}: shape value {} is negative", label, v);
     // Expand broadcasts both ways: out = broadcast(input, shape).
     return from_dense(broadcast_map({&d, &target}, d.is_float, label,
                                     [](const std::vector<double>& v) { return v[0]; }));
@@ -274,7 +294,8 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
         break;
       case ::onnx::TensorProto::INT64:
       case ::onnx::TensorProto::INT32:
-        for (auto& v : d.values) v = std::trunc(v);
+        for (auto& v : d.values)
+          v = std::trunc(v);
         d.is_float = false;
         break;
       default:
@@ -285,9 +306,11 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
   if (op == "Concat") {
     Attributes attrs(node, label, {"axis"});
     std::vector<Dense> parts;
-    for (std::size_t i = 0; i < inputs.size(); ++i) parts.push_back(to_dense(input(i)));
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      parts.push_back(to_dense(input(i)));
     if (parts.empty()) fail("{}: needs inputs", label);
-    const auto axis = static_cast<std::size_t>(normalise_axis(attrs.get_int("axis", 0), parts[0].dims.size(), label));
+    const auto axis = static_cast<std::size_t>(
+        normalise_axis(attrs.get_int("axis", 0), parts[0].dims.size(), label));
     Dense out = parts[0];
     out.dims[axis] = 0;
     for (const auto& p : parts) {
@@ -295,11 +318,13 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
       out.dims[axis] += p.dims[axis];
     }
     out.values.clear();
-    const std::int64_t outer = count(std::vector<std::int64_t>(out.dims.begin(), out.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
+    const std::int64_t outer = count(std::vector<std::int64_t>(
+        out.dims.begin(), out.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
     for (std::int64_t o = 0; o < outer; ++o) {
       for (const auto& p : parts) {
         const std::int64_t block = count(p.dims) / std::max<std::int64_t>(outer, 1);
-        out.values.insert(out.values.end(), p.values.begin() + o * block, p.values.begin() + (o + 1) * block);
+        out.values.insert(out.values.end(), p.values.begin() + o * block,
+                          p.values.begin() + (o + 1) * block);
       }
     }
     return from_dense(out);
@@ -311,11 +336,13 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     std::int64_t known = 1;
     int infer = -1;
     for (std::size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] == 0 && attrs.get_int("allowzero", 0) == 0) dims[i] = i < d.dims.size() ? d.dims[i] : 0;
+      if (dims[i] == 0 && attrs.get_int("allowzero", 0) == 0)
+        dims[i] = i < d.dims.size() ? d.dims[i] : 0;
       if (dims[i] == -1 && infer < 0) {
         infer = static_cast<int>(i);
       } else if (dims[i] < 0 || __builtin_mul_overflow(known, dims[i], &known)) {
-        fail("{}: shape [{}] is not valid", label, fmt::join(int_values(input(1), label, "the shape"), ","));
+        fail("{}: shape [{}] is not valid", label,
+             fmt::join(int_values(input(1), label, "the shape"), ","));
       }
     }
     if (infer >= 0 && known > 0) dims[static_cast<std::size_t>(infer)] = count(d.dims) / known;
@@ -327,14 +354,28 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     Attributes attrs(node, label, {"perm"});
     const Dense d = to_dense(input(0));
     std::vector<std::int64_t> perm = attrs.get_ints("perm", {});
-    if (perm.empty()) for (std::size_t i = d.dims.size(); i-- > 0;) perm.push_back(static_cast<std::int64_t>(i));
-    if (perm.size() != d.dims.size()) fail("{}: perm has {} entries for rank {}", label, perm.size(), d.dims.size());
+    if (perm.empty())
+      for (std::size_t i = d.dims.size(); i-- > 0;)
+        perm.push_back(static_cast<std::int64_t>(i));
+    if (perm.size() != d.dims.size())
+      fail("{}: perm has {} entries for rank {}", label, perm.size(), d.dims.size());
+    std::vector<bool> seen(perm.size(), false);
+    for (auto& p : perm) {
+      p = normalise_axis(p, perm.size(), label);
+      if (seen[static_cast<std::size_t>(p)]) {
+        fail("{}: perm [{}] names axis {} twice", label, fmt::join(attrs.get_ints("perm", {}), ","),
+             p);
+      }
+      seen[static_cast<std::size_t>(p)] = true;
+    }
     Dense out = d;
-    for (std::size_t i = 0; i < perm.size(); ++i) out.dims[i] = d.dims[static_cast<std::size_t>(normalise_axis(perm[i], perm.size(), label))];
+    for (std::size_t i = 0; i < perm.size(); ++i)
+      out.dims[i] = d.dims[static_cast<std::size_t>(perm[i])];
     const auto in_strides = strides_of(d.dims);
     for_each_index(out.dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
       std::int64_t source = 0;
-      for (std::size_t k = 0; k < perm.size(); ++k) source += index[k] * in_strides[static_cast<std::size_t>(perm[k])];
+      for (std::size_t k = 0; k < perm.size(); ++k)
+        source += index[k] * in_strides[static_cast<std::size_t>(perm[k])];
       out.values[static_cast<std::size_t>(i)] = d.values[static_cast<std::size_t>(source)];
     });
     return from_dense(out);
@@ -346,15 +387,23 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
                      attributes ? std::initializer_list<std::string_view>{"starts", "ends", "axes"}
                                 : std::initializer_list<std::string_view>{});
     const Dense d = to_dense(input(0));
-    const auto starts = attributes ? attrs.get_ints("starts", {}) : int_values(input(1), label, "starts");
+    const auto starts =
+        attributes ? attrs.get_ints("starts", {}) : int_values(input(1), label, "starts");
     const auto ends = attributes ? attrs.get_ints("ends", {}) : int_values(input(2), label, "ends");
     std::vector<std::int64_t> axes, steps;
-    if (attributes && attrs.has("axes")) axes = attrs.get_ints("axes", {});
-    else if (!attributes && inputs.size() > 3 && inputs[3] != nullptr) axes = int_values(*inputs[3], label, "axes");
-    else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
-    if (!attributes && inputs.size() > 4 && inputs[4] != nullptr) steps = int_values(*inputs[4], label, "steps");
-    else steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    if (attributes && attrs.has("axes"))
+      axes = attrs.get_ints("axes", {});
+    else if (!attributes && inputs.size() > 3 && inputs[3] != nullptr)
+      axes = int_values(*inputs[3], label, "axes");
+    else
+      for (std::size_t i = 0; i < starts.size(); ++i)
+        axes.push_back(static_cast<std::int64_t>(i));
+    if (!attributes && inputs.size() > 4 && inputs[4] != nullptr)
+      steps = int_values(*inputs[4], label, "steps");
+    else
+      steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size()) {
       fail("{}: starts, ends, axes and steps differ in length", label);
     }
     const std::size_t rank = d.dims.size();
@@ -373,7 +422,8 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     const auto in_strides = strides_of(d.dims);
     for_each_index(dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
       std::int64_t source = 0;
-      for (std::size_t k = 0; k < rank; ++k) source += (first[k] + index[k] * step[k]) * in_strides[k];
+      for (std::size_t k = 0; k < rank; ++k)
+        source += (first[k] + index[k] * step[k]) * in_strides[k];
       out.values[static_cast<std::size_t>(i)] = d.values[static_cast<std::size_t>(source)];
     });
     return from_dense(out);
@@ -381,7 +431,9 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
   if (op == "Unsqueeze" || op == "Squeeze") {
     Attributes attrs(node, label, {"axes"});
     Dense d = to_dense(input(0));
-    std::vector<std::int64_t> axes = opset >= 13 ? (inputs.size() > 1 && inputs[1] != nullptr ? int_values(*inputs[1], label, "axes") : std::vector<std::int64_t>{})
+    std::vector<std::int64_t> axes = opset >= 13 ? (inputs.size() > 1 && inputs[1] != nullptr
+                                                        ? int_values(*inputs[1], label, "axes")
+                                                        : std::vector<std::int64_t>{})
                                                  : attrs.get_ints("axes", {});
     if (op == "Unsqueeze") {
       const std::size_t rank = d.dims.size() + axes.size();
@@ -393,11 +445,13 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
       }
       std::vector<std::int64_t> dims;
       std::size_t k = 0;
-      for (std::size_t i = 0; i < rank; ++i) dims.push_back(inserted[i] ? 1 : d.dims[k++]);
+      for (std::size_t i = 0; i < rank; ++i)
+        dims.push_back(inserted[i] ? 1 : d.dims[k++]);
       d.dims = dims;
     } else {
       std::vector<bool> removed(d.dims.size(), axes.empty());
-      for (auto a : axes) removed[static_cast<std::size_t>(normalise_axis(a, d.dims.size(), label))] = true;
+      for (auto a : axes)
+        removed[static_cast<std::size_t>(normalise_axis(a, d.dims.size(), label))] = true;
       std::vector<std::int64_t> dims;
       for (std::size_t i = 0; i < d.dims.size(); ++i) {
         if (!(removed[i] && d.dims[i] == 1)) dims.push_back(d.dims[i]);
@@ -411,12 +465,16 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     const Dense d = to_dense(input(0));
     const Dense idx = to_dense(input(1));
     if (idx.is_float) fail("{}: indices must be integers", label);
-    const auto axis = static_cast<std::size_t>(normalise_axis(attrs.get_int("axis", 0), d.dims.size(), label));
-    std::vector<std::int64_t> dims(d.dims.begin(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis));
+    const auto axis =
+        static_cast<std::size_t>(normalise_axis(attrs.get_int("axis", 0), d.dims.size(), label));
+    std::vector<std::int64_t> dims(d.dims.begin(),
+                                   d.dims.begin() + static_cast<std::ptrdiff_t>(axis));
     dims.insert(dims.end(), idx.dims.begin(), idx.dims.end());
     dims.insert(dims.end(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, d.dims.end());
-    const std::int64_t outer = count(std::vector<std::int64_t>(d.dims.begin(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
-    const std::int64_t inner = count(std::vector<std::int64_t>(d.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, d.dims.end()));
+    const std::int64_t outer = count(std::vector<std::int64_t>(
+        d.dims.begin(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
+    const std::int64_t inner = count(std::vector<std::int64_t>(
+        d.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, d.dims.end()));
     Dense out{dims, {}, d.is_float};
     for (std::int64_t o = 0; o < outer; ++o) {
       for (double raw : idx.values) {

@@ -148,6 +148,16 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                    [](Network& n, Value x) { return n.softmax(x, "softmax", 1); }});
   cases.push_back({"Pad2d", image,
                    [](Network& n, Value x) { return n.pad2d(x, Padding2d(1, 2, 0, 3), "pad"); }});
+  cases.push_back(
+      {"Pad2d reflect, then edge with a crop", image, [](Network& n, Value x) {
+         const Value r = n.pad2d(x, {Padding2d(3, 1, 2, 4), PadMode::reflect}, "reflect");
+         return n.pad2d(r, {Padding2d(-2, 3, 1, -1), PadMode::edge}, "edge");
+       }});
+  cases.push_back(
+      {"Pad2d constant 0.75 with a crop, then wrap", image, [](Network& n, Value x) {
+         const Value c = n.pad2d(x, {Padding2d(2, -3, -1, 1), PadMode::constant, 0.75f}, "fill");
+         return n.pad2d(c, {Padding2d(4, 2, 1, 5), PadMode::wrap}, "wrap");
+       }});
   cases.push_back({"Reshape", image, [](Network& n, Value x) {
                      return n.reshape(x, Shape{2, 8, 143}, "reshape");
                    }});

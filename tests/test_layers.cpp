@@ -712,3 +712,80 @@ TEST_CASE("Slice: ONNX's clamping, negative indices and steps, a gather bit for 
   CHECK(cgr::test::error_message([&] { net.slice(v, {{0}, {1}, {0}, {0}}, "zero"); }) ==
         "Slice 'zero': a step of 0 along axis 0");
 }
+
+namespace {
+
+// Pad2d by the definitions of numpy.pad: each output pixel (h, w) read from the kept window
+// (the input less its cropped rows and columns) at h - top, w - left, mirrored, clamped or
+// wrapped by the mode where that falls outside, else the fill.
+std::vector<float> reference_pad(const std::vector<float>& x, const Shape& s,
+                                 const Pad2dParams& p) {
+  const Padding2d& q = p.padding;
+  const std::int64_t crop_top = std::max<std::int64_t>(-q.top, 0),
+                     crop_left = std::max<std::int64_t>(-q.left, 0);
+  const std::int64_t kept_h = s[2] - crop_top - std::max<std::int64_t>(-q.bottom, 0);
+  const std::int64_t kept_w = s[3] - crop_left - std::max<std::int64_t>(-q.right, 0);
+  const std::int64_t out_h = s[2] + q.top + q.bottom, out_w = s[3] + q.left + q.right;
+  const auto source = [&](std::int64_t k, std::int64_t n) -> std::int64_t {
+    if (k >= 0 && k < n) return k;
+    switch (p.mode) {
+      case PadMode::constant:
+        return -1;
+      case PadMode::reflect:  // numpy 'reflect': the border pixel is not repeated
+        return k < 0 ? -k : 2 * n - 2 - k;
+      case PadMode::edge:
+        return std::clamp<std::int64_t>(k, 0, n - 1);
+      case PadMode::wrap:
+        return ((k % n) + n) % n;
+    }
+    return -1;
+  };
+  std::vector<float> y;
+  for (std::int64_t plane = 0; plane < s[0] * s[1]; ++plane)
+    for (std::int64_t h = 0; h < out_h; ++h)
+      for (std::int64_t w = 0; w < out_w; ++w) {
+        const std::int64_t r = source(h - std::max<std::int64_t>(q.top, 0), kept_h);
+        const std::int64_t c = source(w - std::max<std::int64_t>(q.left, 0), kept_w);
+        y.push_back(r < 0 || c < 0 ? p.value
+                                   : x[static_cast<std::size_t>(
+                                         (plane * s[2] + crop_top + r) * s[3] + crop_left + c)]);
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Pad2d: constant value, reflect, edge and wrap, negative pads crop") {
+  const Shape xs{2, 3, 5, 6};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 97, -4.0f, 4.0f);
+  const std::vector<Pad2dParams> cases = {
+      {Padding2d(1, 2, 3, 0), PadMode::constant, 0.5f},
+      {Padding2d(4, 5, 4, 5), PadMode::reflect},
+      {Padding2d(2, 0, 1, 3), PadMode::reflect},
+      {Padding2d(3, 1, 0, 7), PadMode::edge},
+      {Padding2d(2, 6, 5, 1), PadMode::wrap},
+      {Padding2d(-1, 2, 1, -2), PadMode::constant, -3.0f},
+      {Padding2d(-2, -1, 2, 3), PadMode::reflect},
+      {Padding2d(1, -3, -1, 2), PadMode::edge},
+      {Padding2d(-1, -2, -1, -3), PadMode::constant},
+  };
+  for (const Pad2dParams& p : cases) {
+    CAPTURE(to_string(p.padding));
+    CAPTURE(pad_mode_name(p.mode));
+    const auto y = run_network(xs, x, [&](Network& n, Value v) { return n.pad2d(v, p, "pad"); });
+    const auto expected = reference_pad(x, xs, p);
+    REQUIRE(y.size() == expected.size());
+    CHECK(y == expected);  // a copy: bit for bit
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.desc(net.pad2d(v, {Padding2d(-1, 2, 1, -2)}, "crop")).shape == Shape{2, 3, 5, 6});
+  CHECK(
+      cgr::test::error_message([&] {
+        net.pad2d(v, {Padding2d(5, 0, 0, 0), PadMode::reflect}, "far");
+      }) ==
+      "Pad2d 'far': reflect padding 5,0,0,0 needs pads smaller than the 5x6 plane it mirrors ('x' "
+      "of shape 2x3x5x6)");
+  CHECK(cgr::test::error_message([&] { net.pad2d(v, {Padding2d(-3, 0, -2, 0)}, "gone"); }) ==
+        "Pad2d 'gone': padding -3,0,-2,0 crops all of 'x' of shape 2x3x5x6");
+}

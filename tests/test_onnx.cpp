@@ -105,6 +105,33 @@ TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
   CHECK(run(model, {-1, -2, -3, -4}) == std::vector<float>{0, 0, 0, -1});
 }
 
+TEST_CASE("ONNX Pad: a fill, reflect or crop is a Pad2d of its own, never folded into a Conv") {
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    CAPTURE(mode);
+    OnnxBuilder b;
+    b.input("x", {1, 1, 3, 3});
+    b.floats("w", {1, 1, 1, 1}, {2.0f});
+    b.ints("pads", {0, 0, 1, -1, 0, 0, 0, 1});
+    b.floats("fill", {}, {0.5f});
+    auto& pad = b.node("Pad", {"x", "pads", "fill"}, {"p"});
+    OnnxBuilder::attr(pad, "mode", mode);
+    b.node("Conv", {"p", "w"}, {"y"});
+    b.output("y");
+    const OnnxModel model = b.import();
+    REQUIRE(layer_kinds(model.network) == std::vector<std::string>{"Pad2d", "Conv2d"});
+    const auto& layer = dynamic_cast<const Pad2d&>(model.network.layer(0));
+    CHECK(layer.padding() == Padding2d(1, -1, 0, 1));
+    CHECK(layer.params().value == (mode == "constant" ? 0.5f : 0.0f));
+    const auto y = run(model, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    // Row -1 then rows 0..2; columns 1, 2 then one past the right border.
+    const std::vector<float> expected =
+        mode == "constant"  ? std::vector<float>{1, 1, 1, 4, 6, 1, 10, 12, 1, 16, 18, 1}
+        : mode == "reflect" ? std::vector<float>{10, 12, 10, 4, 6, 4, 10, 12, 10, 16, 18, 16}
+                            : std::vector<float>{4, 6, 6, 4, 6, 6, 10, 12, 12, 16, 18, 18};
+    CHECK(y == expected);
+  }
+}
+
 TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13; Relu from Clip(0, inf)") {
   for (int opset : {11, 13}) {
     CAPTURE(opset);
@@ -256,9 +283,11 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     p.input("x", {1, 1, 4, 4});
     p.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
     auto& pad = p.node("Pad", {"x", "pads"}, {"y"}, "p");
-    OnnxBuilder::attr(pad, "mode", std::string("reflect"));
+    OnnxBuilder::attr(pad, "mode", std::string("wrap"));
     p.output("y");
-    CHECK(error_message([&] { p.import(); }) == "test.onnx: node 'p' (Pad): attribute 'mode' 'reflect' is not supported (only constant)");
+    CHECK(error_message([&] { p.import(); }) ==
+          "test.onnx: node 'p' (Pad): attribute 'mode' 'wrap' exists from opset 19 (the model has "
+          "13)");
     OnnxBuilder m;
     m.input("x", {1, 1, 4, 4});
     auto& pool = m.node("MaxPool", {"x"}, {"y"}, "mp");

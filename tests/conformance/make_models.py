@@ -565,6 +565,20 @@ add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2,
     opsets=(11, 13, 17))
 
 
+# ---- padding modes -------------------------------------------------------------------------
+
+add("pad_reflect", lambda: seq(nn.ReflectionPad2d((1, 2, 3, 1)), nn.Conv2d(4, 6, 3)), X,
+    ["Pad", "Conv"], "nn.ReflectionPad2d((1, 2, 3, 1)) -> Conv (style transfer, pix2pix): Pad "
+    "reflect, pads an attribute at opset 9, an input from 11", opsets=(9, 11, 13))
+add("pad_replicate", lambda: seq(nn.ReplicationPad2d((2, 0, 1, 3)), nn.Conv2d(4, 6, 3)), X,
+    ["Pad", "Conv"], "nn.ReplicationPad2d((2, 0, 1, 3)) -> Conv: Pad edge", opsets=(9, 11, 13))
+add("pad_constant_value", lambda: seq(nn.ConstantPad2d((1, 1, 2, 0), 0.5), nn.Conv2d(4, 6, 3)), X,
+    ["Pad", "Conv"], "nn.ConstantPad2d(value 0.5) -> Conv: a non-zero fill is not conv padding",
+    opsets=(9, 11, 13))
+add("pad_crop", lambda: Lambda(lambda s, x: F.pad(F.relu(x), (-1, 2, 0, -2), value=-1.0)), X,
+    ["Relu", "Pad"], "F.pad with negative pads (cropping) and a fill of -1", opsets=(11, 13))
+
+
 class TwoOutputs(nn.Module):
     def __init__(self):
         super().__init__()
@@ -865,6 +879,10 @@ def op_avgpool(x, a):
     return (total / cnt).astype(np.float32)
 
 
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def eval_node(node, ins):
     t = node.op_type
     a = attrs_of(node)
@@ -938,14 +956,16 @@ def eval_node(node, ins):
         e = np.exp(x2 - x2.max(axis=ax, keepdims=True))
         return [(e / e.sum(axis=ax, keepdims=True)).astype(np.float32)]
     if t == "Pad":
-        mode = a.get("mode", b"constant")
-        if mode not in (b"constant", "constant"):
-            raise NotImplementedError(f"Pad mode {mode}")
+        mode = _text(a.get("mode", "constant"))
         pads = ins[1] if len(ins) > 1 else np.array(a["pads"])
         val = ins[2] if len(ins) > 2 and ins[2] is not None else a.get("value", 0.0)
         r = x.ndim
-        return [np.pad(x, [(int(pads[i]), int(pads[r + i])) for i in range(r)],
-                       constant_values=float(np.asarray(val)))]
+        # negative pads crop first; the rest pads the cropped tensor
+        x = x[tuple(slice(max(-int(pads[i]), 0), x.shape[i] - max(-int(pads[r + i]), 0)) for i in range(r))]
+        width = [(max(int(pads[i]), 0), max(int(pads[r + i]), 0)) for i in range(r)]
+        if mode == "constant":
+            return [np.pad(x, width, constant_values=float(np.asarray(val)))]
+        return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
     if t == "Reshape":
         shape = [int(v) for v in ins[1]]
         shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]

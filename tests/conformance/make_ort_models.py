@@ -497,6 +497,30 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Pad of computed tensors: constant fills, reflect, edge, wrap (19), crops
+# --------------------------------------------------------------------------------------------
+
+@case("pad_modes", (7, 11, 13, 18, 19, 21), ["Pad"])
+def _(g, opset):
+    # reflect, edge and a non-zero constant on a computed tensor; negative pads crop
+    x = g.node("Relu", [g.input("x", [2, 3, 6, 5])], ["r"])
+    cases = [("reflect", [0, 0, 2, 1, 0, 0, 3, 4], 0.0), ("edge", [0, 0, 3, -1, 0, 0, -2, 2], 0.0),
+             ("constant", [0, 0, 1, 2, 0, 0, -1, 3], 1.25), ("reflect", [0, 0, -1, 2, 0, 0, 2, -2], 0.0)]
+    if opset >= 19:
+        cases.append(("wrap", [0, 0, 2, 3, 0, 0, 4, 1], 0.0))
+    for k, (mode, pads, value) in enumerate(cases):
+        if opset < 11:
+            g.output(g.node("Pad", [x], [f"y{k}"], mode=mode, pads=pads, value=value))
+        elif opset >= 18 and k % 2 == 1:  # the axes input: pads for H and W only
+            hw = [pads[2], pads[3], pads[6], pads[7]]
+            g.output(g.node("Pad", [x, g.const(f"p{k}", hw, np.int64), g.const(f"v{k}", np.float32(value)),
+                                    g.const(f"a{k}", [2, 3], np.int64)], [f"y{k}"], mode=mode))
+        else:
+            g.output(g.node("Pad", [x, g.const(f"p{k}", pads, np.int64), g.const(f"v{k}", np.float32(value))],
+                            [f"y{k}"], mode=mode))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

@@ -121,6 +121,10 @@ class Network {
   Value pad2d(Value x, const Padding2d& padding, const std::string& name) {
     return emplace<Pad2d>(x, name, padding);
   }
+  // Padding of H and W by a mode (constant value, reflect, edge, wrap); negative pads crop.
+  Value pad2d(Value x, const Pad2dParams& params, const std::string& name) {
+    return emplace<Pad2d>(x, name, params);
+  }
   Value reshape(Value x, Shape shape, const std::string& name) {
     return emplace<Reshape>(x, name, std::move(shape));
   }

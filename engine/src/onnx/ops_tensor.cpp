@@ -1,8 +1,8 @@
-// ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze,
-// Unsqueeze, Identity, Dropout (inference), Constant, Pad (deferred: a Conv absorbs it),
-// Softmax, and the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and
-// ConstantOfShape, which are folded at import when their inputs are constants (fold.cpp) and
-// refused otherwise.
+// ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
+// Identity, Dropout (inference), Constant, Pad (a zero pad is deferred: a Conv absorbs it; other
+// modes and values are a Pad2d), Softmax, and the shape arithmetic exporters emit: Shape, and
+// Gather, Slice, Cast and ConstantOfShape, which are folded at import when their inputs are
+// constants (fold.cpp) and refused otherwise.
 #include <algorithm>
 
 #include "cgr/error.hpp"
@@ -246,15 +246,28 @@ void import_constant(Importer& im, const ::onnx::NodeProto& node, int, const std
 
 void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
   // Before opset 11 pads and value are attributes; from 11 inputs; from 18 an optional axes
-  // input says which dims the pads are for.
-  const bool attributes = im.opset() < 11;
+  // input says which dims the pads are for; mode wrap from 19.
+  const int opset = im.opset();
+  const bool attributes = opset < 11;
   Attributes attrs(node, label,
                    attributes ? std::initializer_list<std::string_view>{"mode", "pads", "value"}
                               : std::initializer_list<std::string_view>{"mode"});
-  const std::string mode = attrs.get_string("mode", "constant");
-  if (mode != "constant")
-    attrs.unsupported("mode", fmt::format("'{}' is not supported (only constant)", mode));
-  Importer::need_inputs(node, label, 1, attributes ? 1 : 4);
+  const std::string mode_name = attrs.get_string("mode", "constant");
+  PadMode mode = PadMode::constant;
+  if (mode_name == "reflect") {
+    mode = PadMode::reflect;
+  } else if (mode_name == "edge") {
+    mode = PadMode::edge;
+  } else if (mode_name == "wrap") {
+    if (opset < 19)
+      attrs.unsupported("mode",
+                        fmt::format("'wrap' exists from opset 19 (the model has {})", opset));
+    mode = PadMode::wrap;
+  } else if (mode_name != "constant") {
+    attrs.unsupported("mode", fmt::format("'{}' is not a pad mode (constant, reflect, edge{})",
+                                          mode_name, opset >= 19 ? ", wrap" : ""));
+  }
+  Importer::need_inputs(node, label, attributes ? 1 : 2, attributes ? 1 : (opset >= 18 ? 4 : 3));
   const Value x = im.spatial_input(node, label);
   const auto rank = static_cast<std::int64_t>(im.network().desc(x).shape.rank());
   std::vector<std::int64_t> given;
@@ -264,8 +277,7 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
     given = attrs.get_ints("pads", {});
     fill = attrs.get_float("value", 0.0f);
   } else {
-    const ConstantTensor& pads =
-        im.constant(node.input_size() > 1 ? node.input(1) : std::string(), label, "pads");
+    const ConstantTensor& pads = im.constant(node.input(1), label, "pads");
     if (pads.is_float) fail("{}: pads '{}' must be an integer tensor", label, node.input(1));
     given = pads.ints;
     if (const ConstantTensor* v = im.optional_constant(node, 2, label, "constant_value")) {
@@ -275,7 +287,8 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
   }
   // pads as [begin of every dim..., end of every dim...] for the 4 dims of x.
   std::vector<std::int64_t> p(8, 0);
-  if (const ConstantTensor* axes = im.optional_constant(node, 3, label, "axes")) {
+  if (const ConstantTensor* axes =
+          opset >= 18 ? im.optional_constant(node, 3, label, "axes") : nullptr) {
     if (axes->is_float || given.size() != 2 * axes->ints.size()) {
       fail("{}: axes '{}' must hold integers, half as many as pads", label, node.input(3));
     }
@@ -292,19 +305,27 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
     }
     p = given;
   }
-  if (fill != 0.0) fail("{}: constant value {} is not supported (only 0)", label, fill);
   // p: [n0, c0, h0, w0, n1, c1, h1, w1]
   if (p[0] != 0 || p[1] != 0 || p[4] != 0 || p[5] != 0) {
     fail("{}: padding the batch or channel dims is not supported (pads {})", label,
          fmt::join(p, ","));
   }
   for (auto v : p) {
-    if (v < 0) fail("{}: negative pads (cropping) are not supported", label);
-    if (v > kGeometryLimit) fail("{}: pad {} is implausibly large", label, v);
+    if (v > kGeometryLimit || v < -kGeometryLimit)
+      fail("{}: pad {} is implausibly large", label, v);
   }
-  // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
-  im.defer_pad(node.output(0), PendingPad{x, Padding2d(p[2], p[3], p[6], p[7]),
-                                          im.layer_name(node, index), std::nullopt});
+  const Padding2d padding(p[2], p[3], p[6], p[7]);
+  const bool zeros = mode == PadMode::constant && fill == 0.0 &&
+                     std::all_of(p.begin(), p.end(), [](std::int64_t v) { return v >= 0; });
+  if (zeros) {
+    // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
+    im.defer_pad(node.output(0), PendingPad{x, padding, im.layer_name(node, index), std::nullopt});
+    return;
+  }
+  // The fill only matters in constant mode (ONNX ignores constant_value otherwise).
+  const Pad2dParams params{padding, mode,
+                           mode == PadMode::constant ? static_cast<float>(fill) : 0.0f};
+  im.bind(node.output(0), im.network().pad2d(x, params, im.layer_name(node, index)));
 }
 
 void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,

@@ -158,6 +158,12 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
          const Value c = n.pad2d(x, {Padding2d(2, -3, -1, 1), PadMode::constant, 0.75f}, "fill");
          return n.pad2d(c, {Padding2d(4, 2, 1, 5), PadMode::wrap}, "wrap");
        }});
+  cases.push_back({"Tile 1x2x1x3", image, [](Network& n, Value x) {
+                     return n.tile(x, {{1, 2, 1, 3}}, "tile");
+                   }});
+  cases.push_back({"Tile of a rank-2 value, both dims", Shape{3, 1000}, [](Network& n, Value x) {
+                     return n.tile(x, {{2, 3}}, "tile");
+                   }});
   cases.push_back({"Reshape", image, [](Network& n, Value x) {
                      return n.reshape(x, Shape{2, 8, 143}, "reshape");
                    }});

@@ -789,3 +789,29 @@ TEST_CASE("Pad2d: constant value, reflect, edge and wrap, negative pads crop") {
   CHECK(cgr::test::error_message([&] { net.pad2d(v, {Padding2d(-3, 0, -2, 0)}, "gone"); }) ==
         "Pad2d 'gone': padding -3,0,-2,0 crops all of 'x' of shape 2x3x5x6");
 }
+
+TEST_CASE("Tile: each dim repeated, bit for bit against the modulo definition") {
+  const Shape xs{2, 3, 4};
+  const auto x = random_vector(24, 98);
+  for (const std::vector<std::int64_t>& repeats :
+       {std::vector<std::int64_t>{1, 1, 1}, {3, 1, 2}, {1, 4, 1}, {2, 2, 3}, {1, 0, 2}}) {
+    CAPTURE(fmt::format("{}", fmt::join(repeats, ",")));
+    const auto y =
+        run_network(xs, x, [&](Network& n, Value v) { return n.tile(v, {repeats}, "tile"); });
+    std::vector<float> expected;
+    for (std::int64_t a = 0; a < 2 * repeats[0]; ++a)
+      for (std::int64_t b = 0; b < 3 * repeats[1]; ++b)
+        for (std::int64_t c = 0; c < 4 * repeats[2]; ++c)
+          expected.push_back(x[static_cast<std::size_t>(((a % 2) * 3 + b % 3) * 4 + c % 4)]);
+    CHECK(y == expected);
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.desc(net.tile(v, {{2, 1, 3}}, "t")).shape == Shape{4, 3, 12});
+  CHECK(cgr::test::error_message([&] {
+          net.tile(v, {{2, 1}}, "short");
+        }) == "Tile 'short': 2 repeats for 'x' of shape 2x3x4 (3 dims)");
+  CHECK(cgr::test::error_message([&] {
+          net.tile(v, {{1, -1, 1}}, "neg");
+        }) == "Tile 'neg': repeat -1 of dim 1 is negative");
+}

@@ -132,6 +132,41 @@ TEST_CASE("ONNX Pad: a fill, reflect or crop is a Pad2d of its own, never folded
   }
 }
 
+TEST_CASE("ONNX Tile and Expand of computed tensors: Tile layers, or nothing") {
+  OnnxBuilder t(7);
+  t.input("x", {2, 3});
+  t.ints("repeats", {2, 1});
+  t.node("Tile", {"x", "repeats"}, {"y"});
+  t.output("y");
+  CHECK(run(t.import(), {1, 2, 3, 4, 5, 6}) ==
+        std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+  // Expand: a leading dim added and the size-1 dim repeated; to its own shape, nothing.
+  OnnxBuilder e(13);
+  e.input("x", {2, 1});
+  e.ints("shape", {2, 1, 3});
+  e.node("Relu", {"x"}, {"r"});
+  e.node("Expand", {"r", "shape"}, {"y"});
+  e.ints("same", {2, 1});
+  e.node("Expand", {"r", "same"}, {"z"});
+  e.output("y");
+  e.output("z");
+  const OnnxModel model = e.import();
+  CHECK(layer_kinds(model.network) == std::vector<std::string>{"ReLU", "Reshape", "Tile"});
+  const Result r = Engine::build(model.network, model.weights)
+                       .create_context()
+                       .infer({{"x", std::vector<float>{-1, 2}}});
+  CHECK(r.output("y").to_vector() == std::vector<float>{0, 0, 0, 2, 2, 2, 0, 0, 0, 2, 2, 2});
+  CHECK(r.output("y").shape() == Shape{2, 2, 3});
+  CHECK(r.output("z").to_vector() == std::vector<float>{0, 2});
+  OnnxBuilder bad(13);
+  bad.input("x", {2, 3});
+  bad.ints("shape", {4, 3});
+  bad.node("Expand", {"x", "shape"}, {"y"}, "ex");
+  bad.output("y");
+  CHECK(error_message([&] { bad.import(); }) ==
+        "test.onnx: node 'ex' (Expand): the input of shape 2x3 does not broadcast to [4, 3]");
+}
+
 TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13; Relu from Clip(0, inf)") {
   for (int opset : {11, 13}) {
     CAPTURE(opset);

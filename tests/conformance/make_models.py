@@ -52,7 +52,7 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                 "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
-                "Shape", "Gather", "Transpose"}
+                "Shape", "Gather", "Transpose", "Tile"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -565,7 +565,7 @@ add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2,
     opsets=(11, 13, 17))
 
 
-# ---- padding modes -------------------------------------------------------------------------
+# ---- padding modes and tiling --------------------------------------------------------------
 
 add("pad_reflect", lambda: seq(nn.ReflectionPad2d((1, 2, 3, 1)), nn.Conv2d(4, 6, 3)), X,
     ["Pad", "Conv"], "nn.ReflectionPad2d((1, 2, 3, 1)) -> Conv (style transfer, pix2pix): Pad "
@@ -577,6 +577,9 @@ add("pad_constant_value", lambda: seq(nn.ConstantPad2d((1, 1, 2, 0), 0.5), nn.Co
     opsets=(9, 11, 13))
 add("pad_crop", lambda: Lambda(lambda s, x: F.pad(F.relu(x), (-1, 2, 0, -2), value=-1.0)), X,
     ["Relu", "Pad"], "F.pad with negative pads (cropping) and a fill of -1", opsets=(11, 13))
+add("tile_repeat", lambda: Lambda(lambda s, x: F.relu(x).repeat(1, 2, 1, 3) + 1.0), X,
+    ["Relu", "Expand", "Tile", "Add"], "relu(x).repeat(1, 2, 1, 3): Expand (to its own shape) and Tile "
+    "of a computed tensor, the shapes from ConstantOfShape", opsets=(11, 13))
 
 
 class TwoOutputs(nn.Module):
@@ -966,6 +969,10 @@ def eval_node(node, ins):
         if mode == "constant":
             return [np.pad(x, width, constant_values=float(np.asarray(val)))]
         return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
+    if t == "Tile":
+        return [np.tile(x, [int(v) for v in ins[1]])]
+    if t == "Expand":
+        return [x * np.ones([int(v) for v in ins[1]], dtype=x.dtype)]
     if t == "Reshape":
         shape = [int(v) for v in ins[1]]
         shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]

@@ -521,6 +521,27 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Tile and Expand of computed tensors
+# --------------------------------------------------------------------------------------------
+
+@case("tile", (7, 13), ["Tile"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 3, 4])], ["r"])
+    g.output(g.node("Tile", [x, g.const("reps", [2, 1, 3], np.int64)], ["y"]))
+    g.output(g.node("Tile", [g.input("z", [1, 2, 1, 3]), g.const("reps4", [3, 2, 4, 1], np.int64)], ["w"]))
+
+
+@case("expand_computed", (8, 13), ["Expand"])
+def _(g, opset):
+    # NumPy broadcasting of a computed tensor: size-1 dims repeated, a leading dim added, and an
+    # Expand that changes nothing
+    x = g.node("Relu", [g.input("x", [3, 1, 4, 1])], ["r"])
+    g.output(g.node("Expand", [x, g.const("s1", [2, 3, 5, 4, 2], np.int64)], ["y"]))
+    g.output(g.node("Expand", [x, g.const("s2", [1, 4, 1], np.int64)], ["z"]))
+    g.output(g.node("Expand", [x, g.const("s3", [1, 1, 1, 1], np.int64)], ["w"]))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

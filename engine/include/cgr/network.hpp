@@ -35,6 +35,7 @@
 #include "cgr/layers/relu.hpp"
 #include "cgr/layers/reshape.hpp"
 #include "cgr/layers/softmax.hpp"
+#include "cgr/layers/tile.hpp"
 #include "cgr/layers/transpose.hpp"
 #include "cgr/tensor.hpp"
 
@@ -124,6 +125,10 @@ class Network {
   // Padding of H and W by a mode (constant value, reflect, edge, wrap); negative pads crop.
   Value pad2d(Value x, const Pad2dParams& params, const std::string& name) {
     return emplace<Pad2d>(x, name, params);
+  }
+  // x repeated along each dim (x.repeat(...), ONNX Tile).
+  Value tile(Value x, const TileParams& params, const std::string& name) {
+    return emplace<Tile>(x, name, params);
   }
   Value reshape(Value x, Shape shape, const std::string& name) {
     return emplace<Reshape>(x, name, std::move(shape));

@@ -6,10 +6,10 @@
 //                        Mul, Div, Pow, PRelu; Sum, Mean, Max, Min)
 //   ops_reduce.cpp       ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalMaxPool
 //   ops_tensor.cpp       Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity,
-//                        Dropout, Constant, Pad, Softmax, Slice, Split, and the
-//                        shape arithmetic (Shape, Gather, Cast, ConstantOfShape, Range,
-//                        Where, Expand, the comparisons; and any elementwise op) folded on
-//                        constants (fold.cpp)
+//                        Dropout, Constant, Pad, Tile, Expand, Softmax, Slice,
+//                        Split, and the shape arithmetic (Shape, Gather, Cast,
+//                        ConstantOfShape, Range, Where, the comparisons; and any
+//                        elementwise op) folded on constants (fold.cpp)
 // supported_onnx_ops() is the table's keys, so the published list cannot drift from what the
 // importer dispatches.
 #pragma once

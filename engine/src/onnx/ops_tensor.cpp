@@ -1,8 +1,8 @@
 // ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
 // Identity, Dropout (inference), Constant, Pad (a zero pad is deferred: a Conv absorbs it; other
-// modes and values are a Pad2d), Softmax, and the shape arithmetic exporters emit: Shape, and
-// Gather, Slice, Cast and ConstantOfShape, which are folded at import when their inputs are
-// constants (fold.cpp) and refused otherwise.
+// modes and values are a Pad2d), Tile, Expand (a Tile), Softmax, and the shape arithmetic exporters
+// emit: Shape, and Gather, Slice, Cast and ConstantOfShape, which are folded at import when their
+// inputs are constants (fold.cpp) and refused otherwise.
 #include <algorithm>
 
 #include "cgr/error.hpp"
@@ -328,6 +328,62 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
   im.bind(node.output(0), im.network().pad2d(x, params, im.layer_name(node, index)));
 }
 
+// Tile of a computed tensor by constant repeats (opset 6; 13 widened the types).
+void import_tile(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  const Value x = im.value(node.input(0), label);
+  const ConstantTensor& repeats = im.constant(node.input(1), label, "repeats");
+  if (repeats.is_float || repeats.shape.rank() != 1) {
+    fail("{}: repeats '{}' must be a 1-D integer tensor", label, node.input(1));
+  }
+  const Shape& shape = im.network().desc(x).shape;
+  if (repeats.ints.size() != shape.rank()) {
+    fail("{}: repeats '{}' has {} values for the input of shape {}", label, node.input(1),
+         repeats.ints.size(), shape.to_string());
+  }
+  im.bind(node.output(0), im.network().tile(x, {repeats.ints}, im.layer_name(node, index)));
+}
+
+// Expand of a computed tensor (torch's x.repeat exports Expand, then Tile): NumPy broadcasting
+// to `shape` is a Tile of the input's size-1 dims, after a Reshape that prepends the missing
+// leading 1s; nothing when the shape changes nothing. Expand of constants folds (fold.cpp).
+void import_expand(Importer& im, const ::onnx::NodeProto& node, int index,
+                   const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  const Value x = im.value(node.input(0), label);
+  const ConstantTensor& target = im.constant(node.input(1), label, "shape");
+  if (target.is_float || target.shape.rank() != 1) {
+    fail("{}: shape '{}' must be a 1-D integer tensor", label, node.input(1));
+  }
+  const Shape in = im.network().desc(x).shape;
+  const std::size_t rank = std::max(in.rank(), target.ints.size());
+  std::vector<std::int64_t> padded(rank - in.rank(), 1), repeats(rank, 1);
+  padded.insert(padded.end(), in.dims().begin(), in.dims().end());
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t t = d + target.ints.size();
+    const std::int64_t want = t >= rank ? target.ints[t - rank] : 1;
+    if (want == padded[d] || want == 1) continue;
+    if (padded[d] != 1 || want < 0) {
+      fail("{}: the input of shape {} does not broadcast to [{}]", label, in.to_string(),
+           fmt::join(target.ints, ", "));
+    }
+    repeats[d] = want;
+  }
+  const std::string name = im.layer_name(node, index);
+  const bool same_rank = rank == in.rank();
+  if (same_rank &&
+      std::all_of(repeats.begin(), repeats.end(), [](std::int64_t r) { return r == 1; })) {
+    return im.alias(node.output(0), node.input(0), label);
+  }
+  const Value shaped = same_rank ? x : im.network().reshape(x, Shape(padded), name + ".rank");
+  if (std::all_of(repeats.begin(), repeats.end(), [](std::int64_t r) { return r == 1; })) {
+    return im.bind(node.output(0), shaped);
+  }
+  im.bind(node.output(0), im.network().tile(shaped, {repeats}, name));
+}
+
 void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,
                     const std::string& label) {
   Attributes attrs(node, label, {"allowzero"});
@@ -398,6 +454,7 @@ CGR_ONNX_OP("Identity", import_identity);
 CGR_ONNX_OP("Dropout", import_dropout);
 CGR_ONNX_OP("Constant", import_constant);
 CGR_ONNX_OP("Pad", import_pad);
+CGR_ONNX_OP("Tile", import_tile);
 CGR_ONNX_OP("Softmax", import_softmax);
 CGR_ONNX_OP("Shape", import_shape);
 CGR_ONNX_OP("Gather", import_constant_only);
@@ -418,7 +475,7 @@ CGR_ONNX_OP("Where", import_constant_only);
 CGR_ONNX_OP("Range", import_constant_only);
 CGR_ONNX_OP("Floor", import_constant_only);
 CGR_ONNX_OP("Ceil", import_constant_only);
-CGR_ONNX_OP("Expand", import_constant_only);
+CGR_ONNX_OP("Expand", import_expand);
 
 }  // namespace
 }  // namespace cgr::onnx_import

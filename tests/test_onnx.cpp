@@ -132,6 +132,93 @@ TEST_CASE("ONNX Pad: a fill, reflect or crop is a Pad2d of its own, never folded
   }
 }
 
+TEST_CASE("ONNX Resize and Upsample: each version's inputs and defaults, refusals by name") {
+  const std::vector<float> x{1, 2, 3, 4};
+  SUBCASE("Upsample 7 (attribute), 9 (input), Resize 10: asymmetric nearest") {
+    for (int opset : {7, 9, 10}) {
+      CAPTURE(opset);
+      OnnxBuilder b(opset);
+      b.input("x", {1, 1, 2, 2});
+      auto& n = opset < 9 ? b.node("Upsample", {"x"}, {"y"})
+                          : b.node(opset < 10 ? "Upsample" : "Resize", {"x", "s"}, {"y"});
+      if (opset < 9)
+        OnnxBuilder::attr(n, "scales", std::vector<float>{1, 1, 2, 1.5f});
+      else
+        b.floats("s", {4}, {1, 1, 2, 1.5f});
+      b.output("y");
+      CHECK(run(b.import(), x) == std::vector<float>{1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
+    }
+  }
+  SUBCASE("Resize 11 with sizes (empty scales), 13 without roi, 18 with axes") {
+    for (int opset : {11, 13, 18}) {
+      CAPTURE(opset);
+      OnnxBuilder b(opset);
+      b.input("x", {1, 1, 2, 2});
+      b.floats("roi", {0}, {});
+      b.floats("scales", {0}, {});
+      b.ints("sizes",
+             opset >= 18 ? std::vector<std::int64_t>{4, 3} : std::vector<std::int64_t>{1, 1, 4, 3});
+      auto& n = b.node(
+          "Resize", {"x", opset >= 13 ? "" : "roi", opset >= 13 ? "" : "scales", "sizes"}, {"y"});
+      OnnxBuilder::attr(n, "mode", std::string("linear"));
+      OnnxBuilder::attr(n, "coordinate_transformation_mode", std::string("align_corners"));
+      if (opset >= 18) OnnxBuilder::attr(n, "axes", std::vector<std::int64_t>{-2, 3});
+      b.output("y");
+      const OnnxModel model = b.import();
+      CHECK(model.network.desc(model.network.outputs()[0].second).shape == Shape{1, 1, 4, 3});
+      const auto y = run(model, x);
+      CHECK(test::relative_error(y, {1, 1.5f, 2, 5 / 3.f, 13 / 6.f, 8 / 3.f, 7 / 3.f, 17 / 6.f,
+                                     10 / 3.f, 3, 3.5f, 4}) < 1e-6);
+    }
+  }
+  const auto refusal = [](int opset, const std::vector<float>& scales,
+                          const std::vector<std::pair<std::string, std::string>>& strings,
+                          const std::vector<std::pair<std::string, std::int64_t>>& ints = {}) {
+    OnnxBuilder b(opset);
+    b.input("x", {1, 2, 2, 2});
+    b.floats("s", {static_cast<std::int64_t>(scales.size())}, scales);
+    auto& n = b.node("Resize", {"x", "", "s"}, {"y"}, "r");
+    for (const auto& [name, value] : strings)
+      OnnxBuilder::attr(n, name, value);
+    for (const auto& [name, value] : ints)
+      OnnxBuilder::attr(n, name, value);
+    b.output("y");
+    return error_message([&] { b.import(); });
+  };
+  CHECK(refusal(13, {1, 1, 2, 2}, {{"mode", "cubic"}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'mode' 'cubic' is not supported (nearest and "
+        "linear are)");
+  CHECK(refusal(13, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'coordinate_transformation_mode' "
+        "'tf_crop_and_resize' "
+        "(crops by roi) is not supported");
+  CHECK(refusal(18, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "half_pixel_symmetric"}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'coordinate_transformation_mode' "
+        "'half_pixel_symmetric' "
+        "exists from opset 19 (the model has 18)");
+  CHECK(refusal(18, {1, 1, 2, 2}, {{"mode", "linear"}}, {{"antialias", 1}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'antialias' must be 0");
+  CHECK(
+      refusal(13, {1, 1, 2, 2}, {}, {{"exclude_outside", 1}}) ==
+      "test.onnx: node 'r' (Resize): attribute 'exclude_outside' must be 0 (it reweights cubic and "
+      "antialiased taps)");
+  CHECK(
+      refusal(13, {1, 2, 2, 2}, {{"mode", "linear"}}) ==
+      "test.onnx: node 'r' (Resize): scales [1, 2, 2, 2] resize dim 1 of the input of shape "
+      "1x2x2x2; only the last two dims (H and W of NCHW) can be resized, the others need scale 1");
+  CHECK(
+      refusal(13, {1, 1, 2}, {}) ==
+      "test.onnx: node 'r' (Resize): scales has 3 values for 4 dims of the input of shape 1x2x2x2");
+  OnnxBuilder up(9);
+  up.input("x", {1, 1, 2, 2});
+  up.floats("s", {4}, {1, 1, 0.5f, 1});
+  up.node("Upsample", {"x", "s"}, {"y"}, "u");
+  up.output("y");
+  CHECK(
+      error_message([&] { up.import(); }) ==
+      "test.onnx: node 'u' (Upsample): scale 0.5 is below 1 or not finite; Upsample only enlarges");
+}
+
 TEST_CASE("ONNX Tile and Expand of computed tensors: Tile layers, or nothing") {
   OnnxBuilder t(7);
   t.input("x", {2, 3});

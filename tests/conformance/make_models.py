@@ -52,7 +52,8 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                 "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
-                "Shape", "Gather", "Transpose", "Tile"}
+                "Shape", "Gather", "Transpose", "Resize", "Upsample",
+                "Tile"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -565,7 +566,7 @@ add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2,
     opsets=(11, 13, 17))
 
 
-# ---- padding modes and tiling --------------------------------------------------------------
+# ---- padding modes, tiling and resampling --------------------------------------------------
 
 add("pad_reflect", lambda: seq(nn.ReflectionPad2d((1, 2, 3, 1)), nn.Conv2d(4, 6, 3)), X,
     ["Pad", "Conv"], "nn.ReflectionPad2d((1, 2, 3, 1)) -> Conv (style transfer, pix2pix): Pad "
@@ -580,6 +581,60 @@ add("pad_crop", lambda: Lambda(lambda s, x: F.pad(F.relu(x), (-1, 2, 0, -2), val
 add("tile_repeat", lambda: Lambda(lambda s, x: F.relu(x).repeat(1, 2, 1, 3) + 1.0), X,
     ["Relu", "Expand", "Tile", "Add"], "relu(x).repeat(1, 2, 1, 3): Expand (to its own shape) and Tile "
     "of a computed tensor, the shapes from ConstantOfShape", opsets=(11, 13))
+
+
+class UpsampleConcat(nn.Module):
+    """An FPN / U-Net decoder step: a coarse branch upsampled (nearest x2) and concatenated with
+    the skip connection, then a conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(4, 6, 3, stride=2, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.fuse = nn.Conv2d(10, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.fuse(torch.cat((x, self.up(F.relu(self.down(x)))), dim=1))
+
+
+RESIZE_OPSETS = (11, 13, 17)
+X8 = (1, 4, 8, 8)  # even sides, so the U-Net step's halves line up
+add("upsample_nearest_op9", lambda: nn.Upsample(scale_factor=2, mode="nearest"), X, ["Upsample"],
+    "nn.Upsample(scale_factor=2) at opset 9: Upsample with a scales input", opsets=(9,),
+    base="upsample_nearest")
+add("upsample_nearest", lambda: nn.Upsample(scale_factor=2, mode="nearest"), X, ["Resize"],
+    "nn.Upsample(scale_factor=2): Resize nearest (asymmetric, floor) with scales", opsets=RESIZE_OPSETS)
+add("interpolate_nearest_size", lambda: Lambda(lambda s, x: F.interpolate(x, size=(13, 6))), X,
+    ["Shape", "Slice", "Concat", "Resize"],
+    "F.interpolate(size=(13, 6)), nearest: Resize with sizes from Shape/Slice/Concat, growing one "
+    "axis and shrinking the other", opsets=RESIZE_OPSETS)
+add("interpolate_nearest_frac", lambda: Lambda(lambda s, x: F.interpolate(x, scale_factor=(1.5, 0.5))),
+    X, ["Resize"], "F.interpolate(scale_factor=(1.5, 0.5)), nearest: fractional scales, output "
+    "floor(in * scale)", opsets=(11, 13))
+add("interpolate_bilinear", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+    X, ["Resize"], "nn.Upsample(scale_factor=2, bilinear, align_corners=False): Resize linear half_pixel",
+    opsets=RESIZE_OPSETS)
+add("interpolate_bilinear_frac",
+    lambda: Lambda(lambda s, x: F.interpolate(x, scale_factor=(1.5, 0.75), mode="bilinear", align_corners=False)),
+    X, ["Resize"], "F.interpolate(scale_factor=(1.5, 0.75), bilinear): the coordinates use the given "
+    "scale, not output / input", opsets=(11, 13))
+add("interpolate_bilinear_size",
+    lambda: Lambda(lambda s, x: F.interpolate(x, size=(5, 14), mode="bilinear", align_corners=False)),
+    X, ["Shape", "Slice", "Concat", "Resize"], "F.interpolate(size=(5, 14), bilinear, "
+    "align_corners=False): Resize linear half_pixel with sizes", opsets=(11, 13))
+add("interpolate_bilinear_align_corners",
+    lambda: Lambda(lambda s, x: F.interpolate(x, size=(13, 6), mode="bilinear", align_corners=True)),
+    X, ["Shape", "Slice", "Concat", "Resize"], "F.interpolate(size=(13, 6), bilinear, "
+    "align_corners=True): Resize linear align_corners", opsets=RESIZE_OPSETS)
+add("upsample_bilinear_align_corners", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+    X, ["Resize"], "nn.Upsample(scale_factor=2, bilinear, align_corners=True)", opsets=(11, 13))
+add("interpolate_linear_1d", lambda: Lambda(lambda s, x: F.interpolate(x.flatten(2), scale_factor=2.0, mode="linear")),
+    X, ["Reshape", "Resize"], "F.interpolate of N x C x L, mode='linear' x2: Resize of the last dim "
+    "only (a fractional scale over 81 samples would differ from PyTorch by 7e-6: PyTorch's "
+    "coordinates multiply by the scale's reciprocal, ONNX's divide by the scale)", opsets=(11, 13))
+add("upsample_concat", UpsampleConcat, X8, ["Conv", "Relu", "Resize", "Concat"],
+    "FPN / U-Net decoder step: stride-2 conv, nn.Upsample x2 (nearest), concat with the skip, conv",
+    opsets=(11, 13))
 
 
 class TwoOutputs(nn.Module):
@@ -886,6 +941,69 @@ def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def op_resize(x, ins, a):
+    """Resize / Upsample by the letter of the spec, one axis at a time (linear is separable):
+    coordinates in float32 as ONNX Runtime computes them; before opset 11 asymmetric
+    coordinates, nearest truncating when an axis grows and rounding up when it shrinks."""
+    legacy = OPSET[0] < 11
+    mode = _text(a.get("mode", "nearest"))
+    ctm = "asymmetric" if legacy else _text(a.get("coordinate_transformation_mode", "half_pixel"))
+    nearest_mode = _text(a.get("nearest_mode", "round_prefer_floor"))
+    def present(i):
+        return ins[i] if len(ins) > i and ins[i] is not None and ins[i].size > 0 else None
+
+    if "scales" in a:  # Upsample before opset 9
+        scales, sizes = a["scales"], None
+    elif OPSET[0] < 11:  # Upsample 9, Resize 10: X, scales
+        scales, sizes = ins[1], None
+    else:  # X, roi, scales, sizes
+        scales, sizes = present(2), present(3)
+    y = x.astype(np.float64)
+    for axis in range(x.ndim):
+        n_in = x.shape[axis]
+        if sizes is not None:
+            n_out = int(sizes[axis])
+            scale = np.float32(n_out) / np.float32(n_in)
+        else:
+            scale = np.float32(scales[axis])
+            n_out = int(np.floor(np.float32(n_in) * scale))
+        if n_out == n_in and scale == 1:
+            continue
+        o = np.arange(n_out, dtype=np.float32)
+        half = np.float32(0.5)
+        if ctm == "asymmetric":
+            c = o / scale
+        elif ctm == "half_pixel":
+            c = (o + half) / scale - half
+        elif ctm == "pytorch_half_pixel":
+            c = (o + half) / scale - half if n_out > 1 else np.zeros(n_out, np.float32)
+        elif ctm == "align_corners":
+            c = o * np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else np.zeros(n_out, np.float32)
+        else:
+            raise NotImplementedError(f"Resize coordinate_transformation_mode {ctm}")
+        if mode == "nearest":
+            if legacy:
+                idx = np.ceil(c) if scale < 1 else np.trunc(c)
+            elif nearest_mode == "floor":
+                idx = np.floor(c)
+            elif nearest_mode == "ceil":
+                idx = np.ceil(c)
+            else:
+                tie = c - np.floor(c) == half
+                idx = np.where(tie, np.floor(c) if nearest_mode == "round_prefer_floor" else np.ceil(c),
+                               np.floor(c + half))
+            y = np.take(y, np.clip(idx.astype(np.int64), 0, n_in - 1), axis=axis)
+        elif mode == "linear":
+            c = np.clip(c, 0, n_in - 1).astype(np.float64)
+            i0 = np.floor(c).astype(np.int64)
+            i1 = np.minimum(i0 + 1, n_in - 1)
+            w = (c - i0).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+            y = np.take(y, i0, axis=axis) * (1 - w) + np.take(y, i1, axis=axis) * w
+        else:
+            raise NotImplementedError(f"Resize mode {mode}")
+    return y.astype(np.float32)
+
+
 def eval_node(node, ins):
     t = node.op_type
     a = attrs_of(node)
@@ -969,6 +1087,8 @@ def eval_node(node, ins):
         if mode == "constant":
             return [np.pad(x, width, constant_values=float(np.asarray(val)))]
         return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
+    if t in ("Resize", "Upsample"):
+        return [op_resize(x, ins, a)]
     if t == "Tile":
         return [np.tile(x, [int(v) for v in ins[1]])]
     if t == "Expand":

@@ -542,6 +542,93 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# Resampling: Upsample 7/9, Resize 10/11/13/18/19
+# --------------------------------------------------------------------------------------------
+
+@case("upsample", (7, 9), ["Upsample"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 3, 4, 5])], ["r"])
+    for mode, scales in (("nearest", [1.0, 1.0, 2.0, 3.0]), ("nearest", [1.0, 1.0, 1.5, 2.5]),
+                         ("linear", [1.0, 1.0, 2.0, 1.5])):
+        out = f"{mode}{len(g.outputs)}"
+        if opset < 9:
+            g.output(g.node("Upsample", [x], [out], mode=mode, scales=scales))
+        else:
+            g.output(g.node("Upsample", [x, g.const(f"s{len(g.outputs)}", scales)], [out], mode=mode))
+
+
+@case("resize_10", (10,), ["Resize"])
+def _(g, opset):
+    # asymmetric coordinates; nearest truncates growing and rounds up shrinking
+    x = g.input("x", [1, 2, 5, 7])
+    for mode, scales in (("nearest", [1.0, 1.0, 1.6, 0.6]), ("nearest", [1.0, 1.0, 0.5, 2.0]),
+                         ("linear", [1.0, 1.0, 1.6, 0.6])):
+        out = f"{mode}{len(g.outputs)}"
+        g.output(g.node("Resize", [x, g.const(f"s{len(g.outputs)}", scales)], [out], mode=mode))
+
+
+RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+
+
+def resize_inputs(g, opset, name, scales=None, sizes=None, axes=False):
+    """Resize's inputs after X at this opset: roi and scales required at 11, optional from 13;
+    with axes (18) the scales / sizes cover the last two dims only."""
+    if axes:
+        scales = scales[2:] if scales is not None else None
+        sizes = sizes[2:] if sizes is not None else None
+    empty = g.const(f"{name}_empty", np.zeros(0, np.float32)) if opset < 13 else ""
+    if sizes is None:
+        return [empty, g.const(f"{name}_scales", np.array(scales, np.float32))]
+    return [empty, empty, g.const(f"{name}_sizes", np.array(sizes, np.int64))]
+
+
+@case("resize_nearest", (11, 13, 18, 19), ["Resize"])
+def _(g, opset):
+    # every nearest_mode under every coordinate transformation, growing and shrinking by odd
+    # ratios (ties included: x 0.5 half_pixel lands on .5), by scales and by sizes
+    x = g.input("x", [1, 2, 6, 5])
+    modes = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+    coordinates = RESIZE_COORDINATES + (("tf_half_pixel_for_nn",) if opset < 13 else ()) + \
+        (("half_pixel_symmetric",) if opset >= 19 else ())
+    for i, ctm in enumerate(coordinates):
+        for j, nearest in enumerate(modes):
+            k = len(g.outputs)
+            target = {"scales": [1.0, 1.0, 0.5, 1.7]} if (i + j) % 2 == 0 else {"sizes": [1, 2, 8, 3]}
+            attrs = {"axes": [2, 3]} if opset >= 18 and k % 3 == 0 else {}
+            g.output(g.node("Resize", [x] + resize_inputs(g, opset, f"r{k}", axes=bool(attrs), **target),
+                            [f"y{k}"], mode="nearest", coordinate_transformation_mode=ctm,
+                            nearest_mode=nearest, **attrs))
+
+
+@case("resize_linear", (11, 13, 18, 19), ["Resize"])
+def _(g, opset):
+    # bilinear under every coordinate transformation: x 1.5 / x 0.6 by scales, 1 x 9 by sizes
+    # (pytorch_half_pixel and align_corners special-case a length-1 output)
+    x = g.input("x", [2, 3, 5, 4])
+    coordinates = RESIZE_COORDINATES + (("tf_half_pixel_for_nn",) if opset < 13 else ()) + \
+        (("half_pixel_symmetric",) if opset >= 19 else ())
+    for ctm in coordinates:
+        for target in ({"scales": [1.0, 1.0, 1.5, 0.6]}, {"sizes": [2, 3, 1, 9]}):
+            k = len(g.outputs)
+            # (no axes: ONNX Runtime 1.19 crashes on linear Resize with axes; resize_nearest
+            # covers them)
+            g.output(g.node("Resize", [x] + resize_inputs(g, opset, f"r{k}", **target),
+                            [f"y{k}"], mode="linear", coordinate_transformation_mode=ctm,
+                            cubic_coeff_a=-0.5, exclude_outside=0, extrapolation_value=0.0))
+
+
+@case("resize_keep_aspect_ratio", (18, 19), ["Resize"])
+def _(g, opset):
+    # keep_aspect_ratio_policy: one scale for the listed dims, the smaller or larger ratio
+    x = g.input("x", [1, 2, 6, 4])
+    for policy in ("stretch", "not_larger", "not_smaller"):
+        for mode in ("nearest", "linear"):
+            k = len(g.outputs)
+            g.output(g.node("Resize", [x, "", "", g.const(f"sz{k}", np.array([9, 5], np.int64))], [f"y{k}"],
+                            mode=mode, axes=[2, 3], keep_aspect_ratio_policy=policy))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

@@ -10,6 +10,7 @@
 //                        Split, and the shape arithmetic (Shape, Gather, Cast,
 //                        ConstantOfShape, Range, Where, the comparisons; and any
 //                        elementwise op) folded on constants (fold.cpp)
+//   ops_resize.cpp       Resize, Upsample
 // supported_onnx_ops() is the table's keys, so the published list cannot drift from what the
 // importer dispatches.
 #pragma once

@@ -219,6 +219,39 @@ TEST_CASE("ONNX Resize and Upsample: each version's inputs and defaults, refusal
       "test.onnx: node 'u' (Upsample): scale 0.5 is below 1 or not finite; Upsample only enlarges");
 }
 
+TEST_CASE("ONNX DepthToSpace (DCR, CRD) and SpaceToDepth: Reshape, Transpose, Reshape") {
+  // 8 channels of 1x2 into 2 channels of 2x4, and back.
+  const auto x = random_vector(16, 7);
+  for (const std::string mode : {"DCR", "CRD"}) {
+    CAPTURE(mode);
+    OnnxBuilder b(13);
+    b.input("x", {1, 8, 1, 2});
+    auto& d2s = b.node("DepthToSpace", {"x"}, {"d"});
+    OnnxBuilder::attr(d2s, "blocksize", std::int64_t{2});
+    OnnxBuilder::attr(d2s, "mode", mode);
+    auto& s2d = b.node("SpaceToDepth", {"d"}, {"y"});
+    OnnxBuilder::attr(s2d, "blocksize", std::int64_t{2});
+    b.output("y");
+    b.output("d");
+    const OnnxModel model = b.import();
+    const Engine engine = Engine::build(model.network, model.weights);
+    const Result r = engine.create_context().infer({{"x", x}});
+    const auto d = r.output("d").to_vector();
+    // Output (c, h, w) reads channel: DCR (h % 2 * 2 + w % 2) * 2 + c; CRD c * 4 + h % 2 * 2 + w
+    // % 2.
+    for (int c = 0; c < 2; ++c)
+      for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 4; ++w) {
+          const int block = h % 2 * 2 + w % 2;
+          const int channel = mode == "DCR" ? block * 2 + c : c * 4 + block;
+          CHECK(d[static_cast<std::size_t>((c * 2 + h) * 4 + w)] ==
+                x[static_cast<std::size_t>(channel * 2 + w / 2)]);
+        }
+    // SpaceToDepth undoes DCR (its only layout).
+    if (mode == "DCR") CHECK(r.output("y").to_vector() == x);
+  }
+}
+
 TEST_CASE("ONNX Tile and Expand of computed tensors: Tile layers, or nothing") {
   OnnxBuilder t(7);
   t.input("x", {2, 3});

@@ -52,7 +52,7 @@ IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", 
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                 "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
-                "Shape", "Gather", "Transpose", "Resize", "Upsample",
+                "Shape", "Gather", "Transpose", "Resize", "Upsample", "DepthToSpace", "SpaceToDepth",
                 "Tile"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
@@ -566,7 +566,7 @@ add("strided_slices", lambda: Lambda(lambda s, x: x[:, 1:3, ::2, -5:] + x[:, :2,
     opsets=(11, 13, 17))
 
 
-# ---- padding modes, tiling and resampling --------------------------------------------------
+# ---- padding modes, tiling, resampling and block rearrangement -----------------------------
 
 add("pad_reflect", lambda: seq(nn.ReflectionPad2d((1, 2, 3, 1)), nn.Conv2d(4, 6, 3)), X,
     ["Pad", "Conv"], "nn.ReflectionPad2d((1, 2, 3, 1)) -> Conv (style transfer, pix2pix): Pad "
@@ -634,6 +634,12 @@ add("interpolate_linear_1d", lambda: Lambda(lambda s, x: F.interpolate(x.flatten
     "coordinates multiply by the scale's reciprocal, ONNX's divide by the scale)", opsets=(11, 13))
 add("upsample_concat", UpsampleConcat, X8, ["Conv", "Relu", "Resize", "Concat"],
     "FPN / U-Net decoder step: stride-2 conv, nn.Upsample x2 (nearest), concat with the skip, conv",
+    opsets=(11, 13))
+add("pixel_shuffle", lambda: seq(nn.Conv2d(4, 8, 3, padding=1), nn.PixelShuffle(2)), X,
+    ["Conv", "DepthToSpace"], "Conv -> nn.PixelShuffle(2) (ESPCN's upsampler): DepthToSpace CRD",
+    opsets=(11, 13))
+add("pixel_unshuffle", lambda: seq(nn.PixelUnshuffle(2), nn.Conv2d(16, 4, 1)), X8,
+    ["Reshape", "Transpose", "Conv"], "nn.PixelUnshuffle(2) -> 1x1 Conv: a rank-6 Reshape/Transpose",
     opsets=(11, 13))
 
 
@@ -1089,6 +1095,13 @@ def eval_node(node, ins):
         return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
     if t in ("Resize", "Upsample"):
         return [op_resize(x, ins, a)]
+    if t == "DepthToSpace":
+        b, (n, c, h, w) = a["blocksize"], x.shape
+        if _text(a.get("mode", "DCR")) == "DCR":
+            y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return [y.reshape(n, c // (b * b), h * b, w * b)]
     if t == "Tile":
         return [np.tile(x, [int(v) for v in ins[1]])]
     if t == "Expand":

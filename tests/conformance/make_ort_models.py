@@ -629,6 +629,25 @@ def _(g, opset):
 
 
 # --------------------------------------------------------------------------------------------
+# DepthToSpace and SpaceToDepth
+# --------------------------------------------------------------------------------------------
+
+@case("depth_to_space", (7, 11, 13), ["DepthToSpace"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 8, 3, 2])], ["r"])
+    g.output(g.node("DepthToSpace", [x], ["dcr"], blocksize=2))
+    if opset >= 11:
+        g.output(g.node("DepthToSpace", [x], ["crd"], blocksize=2, mode="CRD"))
+        g.output(g.node("DepthToSpace", [x], ["dcr_explicit"], blocksize=2, mode="DCR"))
+
+
+@case("space_to_depth", (7, 13), ["SpaceToDepth"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 3, 6, 9])], ["r"])
+    g.output(g.node("SpaceToDepth", [x], ["y"], blocksize=3))
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_model(name, opset, build):

@@ -6,8 +6,8 @@
 //                        Mul, Div, Pow, PRelu; Sum, Mean, Max, Min)
 //   ops_reduce.cpp       ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalMaxPool
 //   ops_tensor.cpp       Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity,
-//                        Dropout, Constant, Pad, Tile, Expand, Softmax, Slice,
-//                        Split, and the shape arithmetic (Shape, Gather, Cast,
+//                        Dropout, Constant, Pad, Tile, Expand, DepthToSpace, SpaceToDepth,
+//                        Softmax, Slice, Split, and the shape arithmetic (Shape, Gather, Cast,
 //                        ConstantOfShape, Range, Where, the comparisons; and any
 //                        elementwise op) folded on constants (fold.cpp)
 //   ops_resize.cpp       Resize, Upsample

@@ -1,8 +1,8 @@
 // ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
 // Identity, Dropout (inference), Constant, Pad (a zero pad is deferred: a Conv absorbs it; other
-// modes and values are a Pad2d), Tile, Expand (a Tile), Softmax, and the shape arithmetic exporters
-// emit: Shape, and Gather, Slice, Cast and ConstantOfShape, which are folded at import when their
-// inputs are constants (fold.cpp) and refused otherwise.
+// modes and values are a Pad2d), Tile, Expand (a Tile), DepthToSpace, SpaceToDepth, Softmax, and
+// the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and ConstantOfShape, which
+// are folded at import when their inputs are constants (fold.cpp) and refused otherwise.
 #include <algorithm>
 
 #include "cgr/error.hpp"
@@ -384,6 +384,54 @@ void import_expand(Importer& im, const ::onnx::NodeProto& node, int index,
   im.bind(node.output(0), im.network().tile(shaped, {repeats}, name));
 }
 
+// DepthToSpace (mode DCR, the only one before opset 11 and the default after, or CRD: torch's
+// pixel_shuffle) and SpaceToDepth of NCHW, as Reshape -> Transpose -> Reshape: channel blocks
+// become b x b pixel blocks, and back.
+void import_depth_to_space(Importer& im, const ::onnx::NodeProto& node, int index,
+                           const std::string& label) {
+  const bool to_space = node.op_type() == "DepthToSpace";
+  const bool has_mode = to_space && im.opset() >= 11;
+  Attributes attrs(node, label,
+                   has_mode ? std::initializer_list<std::string_view>{"blocksize", "mode"}
+                            : std::initializer_list<std::string_view>{"blocksize"});
+  Importer::need_inputs(node, label, 1, 1);
+  const Value x = im.spatial_input(node, label);
+  const Shape s = im.network().desc(x).shape;
+  if (!attrs.has("blocksize")) fail("{}: attribute 'blocksize' is required", label);
+  const std::int64_t b = attrs.get_int("blocksize", 1);
+  if (b < 1 || b > kGeometryLimit)
+    attrs.unsupported("blocksize", fmt::format("{} is out of range", b));
+  const std::string mode = attrs.get_string("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD") {
+    attrs.unsupported("mode", fmt::format("'{}' is not a mode (DCR, CRD)", mode));
+  }
+  const std::int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  const std::string name = im.layer_name(node, index);
+  Network& net = im.network();
+  if (to_space) {
+    if (c % (b * b) != 0) {
+      fail("{}: {} channels do not split into blocks of {}x{}", label, c, b, b);
+    }
+    const std::int64_t depth = c / (b * b);
+    // DCR: channel = (row * b + column) * depth + d; CRD: (d * b + row) * b + column.
+    const bool dcr = mode == "DCR";
+    const Value blocks = net.reshape(
+        x, dcr ? Shape{n, b, b, depth, h, w} : Shape{n, depth, b, b, h, w}, name + ".blocks");
+    const Value moved = net.transpose(
+        blocks, dcr ? std::vector<int>{0, 3, 4, 1, 5, 2} : std::vector<int>{0, 1, 4, 2, 5, 3},
+        name);
+    return im.bind(node.output(0),
+                   net.reshape(moved, Shape{n, depth, h * b, w * b}, name + ".merge"));
+  }
+  if (h % b != 0 || w % b != 0) {
+    fail("{}: the input of shape {} does not split into blocks of {}x{}", label, s.to_string(), b,
+         b);
+  }
+  const Value blocks = net.reshape(x, Shape{n, c, h / b, b, w / b, b}, name + ".blocks");
+  const Value moved = net.transpose(blocks, {0, 3, 5, 1, 2, 4}, name);
+  im.bind(node.output(0), net.reshape(moved, Shape{n, c * b * b, h / b, w / b}, name + ".merge"));
+}
+
 void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,
                     const std::string& label) {
   Attributes attrs(node, label, {"allowzero"});
@@ -455,6 +503,8 @@ CGR_ONNX_OP("Dropout", import_dropout);
 CGR_ONNX_OP("Constant", import_constant);
 CGR_ONNX_OP("Pad", import_pad);
 CGR_ONNX_OP("Tile", import_tile);
+CGR_ONNX_OP("DepthToSpace", import_depth_to_space);
+CGR_ONNX_OP("SpaceToDepth", import_depth_to_space);
 CGR_ONNX_OP("Softmax", import_softmax);
 CGR_ONNX_OP("Shape", import_shape);
 CGR_ONNX_OP("Gather", import_constant_only);

@@ -66,15 +66,16 @@ struct ResizeGeometry {
 
 // The input coordinate each output position along one axis samples: for nearest the index,
 // for linear the clamped coordinate (linear takes floor(c) and floor(c) + 1, capped at in - 1,
-// weighted by the fraction). Floats, exact for every index below 2^24 (the layer's limit).
+// weighted by the fraction). Floats, exact for every index below 2^24 (above the layer's limit).
 std::vector<float> resize_axis_table(std::int64_t in, std::int64_t out, float scale,
                                      const ResizeParams& params);
 
 class Resize final : public Layer {
  public:
   static constexpr std::string_view kKind = "Resize";
-  // The largest input or output height and width: the tables hold indices as floats.
-  static constexpr std::int64_t kMaxSide = std::int64_t{1} << 24;
+  // The largest input or output height and width. The tables hold indices as floats (exact
+  // below 2^24), and are made when the layer is: a corrupt model's sizes must not make them big.
+  static constexpr std::int64_t kMaxSide = std::int64_t{1} << 20;
 
   Resize(std::string name, const TensorDesc& input, const ResizeParams& params);
 

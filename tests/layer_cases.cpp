@@ -264,6 +264,50 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                    [](Network& n, Value x) { return n.log_softmax(x, "log_softmax", 1); }});
   cases.push_back({"Pad2d", image,
                    [](Network& n, Value x) { return n.pad2d(x, Padding2d(1, 2, 0, 3), "pad"); }});
+  cases.push_back(
+      {"Pad2d reflect, then edge with a crop", image, [](Network& n, Value x) {
+         const Value r = n.pad2d(x, {Padding2d(3, 1, 2, 4), PadMode::reflect}, "reflect");
+         return n.pad2d(r, {Padding2d(-2, 3, 1, -1), PadMode::edge}, "edge");
+       }});
+  cases.push_back(
+      {"Pad2d constant 0.75 with a crop, then wrap", image, [](Network& n, Value x) {
+         const Value c = n.pad2d(x, {Padding2d(2, -3, -1, 1), PadMode::constant, 0.75f}, "fill");
+         return n.pad2d(c, {Padding2d(4, 2, 1, 5), PadMode::wrap}, "wrap");
+       }});
+  // Resize: nearest x2 (F.interpolate's default), bilinear both ways of align_corners, odd
+  // ratios both ways, and a rank-3 input.
+  const std::pair<const char*, ResizeParams> resizes[] = {
+      {"Resize nearest x2, asymmetric floor (torch)",
+       {.coordinates = ResizeCoordinates::asymmetric,
+        .rounding = NearestRounding::floor,
+        .scales = {1, 1, 2, 2}}},
+      {"Resize nearest to 7x20, half_pixel round_prefer_ceil",
+       {.rounding = NearestRounding::round_prefer_ceil, .sizes = {2, 8, 7, 20}}},
+      {"Resize bilinear x1.5 / x0.6, half_pixel",
+       {.mode = ResizeMode::linear, .scales = {1, 1, 1.5f, 0.6f}}},
+      {"Resize bilinear to 23x5, align_corners",
+       {.mode = ResizeMode::linear,
+        .coordinates = ResizeCoordinates::align_corners,
+        .sizes = {2, 8, 23, 5}}},
+  };
+  for (const auto& [what, params] : resizes) {
+    cases.push_back(
+        {what, image, [p = params](Network& n, Value x) { return n.resize(x, p, "resize"); }});
+  }
+  cases.push_back({"Resize bilinear of N x C x L, pytorch_half_pixel", Shape{2, 8, 13},
+                   [](Network& n, Value x) {
+                     return n.resize(x,
+                                     {.mode = ResizeMode::linear,
+                                      .coordinates = ResizeCoordinates::pytorch_half_pixel,
+                                      .scales = {1, 1, 2.5f}},
+                                     "resize");
+                   }});
+  cases.push_back({"Tile 1x2x1x3", image, [](Network& n, Value x) {
+                     return n.tile(x, {{1, 2, 1, 3}}, "tile");
+                   }});
+  cases.push_back({"Tile of a rank-2 value, both dims", Shape{3, 1000}, [](Network& n, Value x) {
+                     return n.tile(x, {{2, 3}}, "tile");
+                   }});
   cases.push_back({"Reshape", image, [](Network& n, Value x) {
                      return n.reshape(x, Shape{2, 8, 143}, "reshape");
                    }});

@@ -91,6 +91,13 @@ class OnnxBuilder {
     a->set_type(::onnx::AttributeProto::FLOAT);
     a->set_f(v);
   }
+  static void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<float>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::FLOATS);
+    for (auto x : v)
+      a->add_floats(x);
+  }
   static void attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
     auto* a = n.add_attribute();
     a->set_name(name);

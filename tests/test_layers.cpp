@@ -1477,3 +1477,283 @@ TEST_CASE("LocalResponseNorm: ONNX's window (floor before, ceil after), against 
           net.local_response_norm(net.input("v", Shape{6}), {}, "one");
         }) == "LocalResponseNorm 'one': input 'v' has shape 6, expected N x C x spatial dims");
 }
+
+namespace {
+
+// Pad2d by the definitions of numpy.pad: each output pixel (h, w) read from the kept window
+// (the input less its cropped rows and columns) at h - top, w - left, mirrored, clamped or
+// wrapped by the mode where that falls outside, else the fill.
+std::vector<float> reference_pad(const std::vector<float>& x, const Shape& s,
+                                 const Pad2dParams& p) {
+  const Padding2d& q = p.padding;
+  const std::int64_t crop_top = std::max<std::int64_t>(-q.top, 0),
+                     crop_left = std::max<std::int64_t>(-q.left, 0);
+  const std::int64_t kept_h = s[2] - crop_top - std::max<std::int64_t>(-q.bottom, 0);
+  const std::int64_t kept_w = s[3] - crop_left - std::max<std::int64_t>(-q.right, 0);
+  const std::int64_t out_h = s[2] + q.top + q.bottom, out_w = s[3] + q.left + q.right;
+  const auto source = [&](std::int64_t k, std::int64_t n) -> std::int64_t {
+    if (k >= 0 && k < n) return k;
+    switch (p.mode) {
+      case PadMode::constant:
+        return -1;
+      case PadMode::reflect:  // numpy 'reflect': the border pixel is not repeated
+        return k < 0 ? -k : 2 * n - 2 - k;
+      case PadMode::edge:
+        return std::clamp<std::int64_t>(k, 0, n - 1);
+      case PadMode::wrap:
+        return ((k % n) + n) % n;
+    }
+    return -1;
+  };
+  std::vector<float> y;
+  for (std::int64_t plane = 0; plane < s[0] * s[1]; ++plane)
+    for (std::int64_t h = 0; h < out_h; ++h)
+      for (std::int64_t w = 0; w < out_w; ++w) {
+        const std::int64_t r = source(h - std::max<std::int64_t>(q.top, 0), kept_h);
+        const std::int64_t c = source(w - std::max<std::int64_t>(q.left, 0), kept_w);
+        y.push_back(r < 0 || c < 0 ? p.value
+                                   : x[static_cast<std::size_t>(
+                                         (plane * s[2] + crop_top + r) * s[3] + crop_left + c)]);
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Pad2d: constant value, reflect, edge and wrap, negative pads crop") {
+  const Shape xs{2, 3, 5, 6};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 97, -4.0f, 4.0f);
+  const std::vector<Pad2dParams> cases = {
+      {Padding2d(1, 2, 3, 0), PadMode::constant, 0.5f},
+      {Padding2d(4, 5, 4, 5), PadMode::reflect},
+      {Padding2d(2, 0, 1, 3), PadMode::reflect},
+      {Padding2d(3, 1, 0, 7), PadMode::edge},
+      {Padding2d(2, 6, 5, 1), PadMode::wrap},
+      {Padding2d(-1, 2, 1, -2), PadMode::constant, -3.0f},
+      {Padding2d(-2, -1, 2, 3), PadMode::reflect},
+      {Padding2d(1, -3, -1, 2), PadMode::edge},
+      {Padding2d(-1, -2, -1, -3), PadMode::constant},
+  };
+  for (const Pad2dParams& p : cases) {
+    CAPTURE(to_string(p.padding));
+    CAPTURE(pad_mode_name(p.mode));
+    const auto y = run_network(xs, x, [&](Network& n, Value v) { return n.pad2d(v, p, "pad"); });
+    const auto expected = reference_pad(x, xs, p);
+    REQUIRE(y.size() == expected.size());
+    CHECK(y == expected);  // a copy: bit for bit
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.desc(net.pad2d(v, {Padding2d(-1, 2, 1, -2)}, "crop")).shape == Shape{2, 3, 5, 6});
+  CHECK(
+      cgr::test::error_message([&] {
+        net.pad2d(v, {Padding2d(5, 0, 0, 0), PadMode::reflect}, "far");
+      }) ==
+      "Pad2d 'far': reflect padding 5,0,0,0 needs pads smaller than the 5x6 plane it mirrors ('x' "
+      "of shape 2x3x5x6)");
+  CHECK(cgr::test::error_message([&] { net.pad2d(v, {Padding2d(-3, 0, -2, 0)}, "gone"); }) ==
+        "Pad2d 'gone': padding -3,0,-2,0 crops all of 'x' of shape 2x3x5x6");
+}
+
+TEST_CASE("Tile: each dim repeated, bit for bit against the modulo definition") {
+  const Shape xs{2, 3, 4};
+  const auto x = random_vector(24, 98);
+  for (const std::vector<std::int64_t>& repeats :
+       {std::vector<std::int64_t>{1, 1, 1}, {3, 1, 2}, {1, 4, 1}, {2, 2, 3}}) {
+    CAPTURE(fmt::format("{}", fmt::join(repeats, ",")));
+    const auto y =
+        run_network(xs, x, [&](Network& n, Value v) { return n.tile(v, {repeats}, "tile"); });
+    std::vector<float> expected;
+    for (std::int64_t a = 0; a < 2 * repeats[0]; ++a)
+      for (std::int64_t b = 0; b < 3 * repeats[1]; ++b)
+        for (std::int64_t c = 0; c < 4 * repeats[2]; ++c)
+          expected.push_back(x[static_cast<std::size_t>(((a % 2) * 3 + b % 3) * 4 + c % 4)]);
+    CHECK(y == expected);
+  }
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.desc(net.tile(v, {{2, 1, 3}}, "t")).shape == Shape{4, 3, 12});
+  CHECK(net.desc(net.tile(v, {{1, 0, 2}}, "none")).shape == Shape{2, 0, 8});  // ONNX allows 0
+  CHECK(cgr::test::error_message([&] {
+          net.tile(v, {{2, 1}}, "short");
+        }) == "Tile 'short': 2 repeats for 'x' of shape 2x3x4 (3 dims)");
+  CHECK(cgr::test::error_message([&] {
+          net.tile(v, {{1, -1, 1}}, "neg");
+        }) == "Tile 'neg': repeat -1 of dim 1 is negative");
+}
+
+namespace {
+
+// ONNX Resize's definition evaluated per output element: the coordinate transformation and the
+// nearest rounding in float (as ONNX Runtime evaluates them, so ties fall alike), the
+// interpolation in double.
+std::vector<float> reference_resize(const std::vector<float>& x, const Shape& s,
+                                    const ResizeParams& p, std::int64_t out_h, std::int64_t out_w,
+                                    float scale_h, float scale_w) {
+  const auto coordinate = [&](std::int64_t o, std::int64_t in, std::int64_t out, float scale) {
+    const auto xo = static_cast<float>(o), li = static_cast<float>(in),
+               lo = static_cast<float>(out);
+    switch (p.coordinates) {
+      case ResizeCoordinates::half_pixel:
+        return (xo + 0.5f) / scale - 0.5f;
+      case ResizeCoordinates::half_pixel_symmetric: {
+        const float offset = li / 2 * (1 - lo / (scale * li));
+        return static_cast<float>(offset + (xo + 0.5) / scale - 0.5);
+      }
+      case ResizeCoordinates::pytorch_half_pixel:
+        return out > 1 ? (xo + 0.5f) / scale - 0.5f : 0.0f;
+      case ResizeCoordinates::align_corners:
+        return out == 1 ? 0.0f : xo * (li - 1) / (lo - 1);
+      case ResizeCoordinates::asymmetric:
+        return xo / scale;
+      case ResizeCoordinates::tf_half_pixel_for_nn:
+        return (xo + 0.5f) / scale;
+    }
+    return 0.0f;
+  };
+  const auto nearest = [&](float c, std::int64_t in, float scale) {
+    const bool tie = c - std::floor(c) == 0.5f;
+    double r = 0;
+    switch (p.rounding) {
+      case NearestRounding::round_prefer_floor:
+        r = tie ? std::floor(c) : std::round(c);
+        break;
+      case NearestRounding::round_prefer_ceil:
+        r = tie ? std::ceil(c) : std::round(c);
+        break;
+      case NearestRounding::floor:
+        r = std::floor(c);
+        break;
+      case NearestRounding::ceil:
+        r = std::ceil(c);
+        break;
+      case NearestRounding::legacy:
+        r = scale < 1 ? std::ceil(c) : std::trunc(c);
+        break;
+    }
+    return std::clamp<std::int64_t>(static_cast<std::int64_t>(r), 0, in - 1);
+  };
+  const std::int64_t in_h = s[s.rank() - 2], in_w = s[s.rank() - 1];
+  const std::int64_t planes = s.numel() / (in_h * in_w);
+  std::vector<float> y;
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    const auto at = [&](std::int64_t r, std::int64_t c) {
+      return double{x[static_cast<std::size_t>((plane * in_h + r) * in_w + c)]};
+    };
+    for (std::int64_t oh = 0; oh < out_h; ++oh)
+      for (std::int64_t ow = 0; ow < out_w; ++ow) {
+        const float ch = coordinate(oh, in_h, out_h, scale_h),
+                    cw = coordinate(ow, in_w, out_w, scale_w);
+        if (p.mode == ResizeMode::nearest) {
+          y.push_back(
+              static_cast<float>(at(nearest(ch, in_h, scale_h), nearest(cw, in_w, scale_w))));
+          continue;
+        }
+        const double rh = std::clamp<double>(ch, 0, static_cast<double>(in_h - 1));
+        const double rw = std::clamp<double>(cw, 0, static_cast<double>(in_w - 1));
+        const auto h0 = static_cast<std::int64_t>(std::floor(rh)),
+                   w0 = static_cast<std::int64_t>(std::floor(rw));
+        const std::int64_t h1 = std::min(h0 + 1, in_h - 1), w1 = std::min(w0 + 1, in_w - 1);
+        const double fh = rh - static_cast<double>(h0), fw = rw - static_cast<double>(w0);
+        y.push_back(static_cast<float>((1 - fh) * ((1 - fw) * at(h0, w0) + fw * at(h0, w1)) +
+                                       fh * ((1 - fw) * at(h1, w0) + fw * at(h1, w1))));
+      }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Resize: ONNX's examples, and every coordinate transformation and rounding") {
+  // ONNX's backend test values (onnx/backend/test/case/node/resize.py).
+  const std::vector<float> square{1, 2, 3, 4};
+  const std::vector<float> wide{1, 2, 3, 4, 5, 6, 7, 8};
+  const auto resize = [](const Shape& s, const std::vector<float>& x, const ResizeParams& p) {
+    return run_network(s, x, [&](Network& n, Value v) { return n.resize(v, p, "resize"); });
+  };
+  CHECK(resize({1, 1, 2, 2}, square, {.scales = {1, 1, 2, 3}}) ==
+        std::vector<float>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
+  CHECK(resize({1, 1, 2, 4}, wide, {.scales = {1, 1, 0.6f, 0.6f}}) == std::vector<float>{1, 3});
+  // Upsample / Resize-10 reading: truncation growing, rounding up shrinking.
+  CHECK(resize({1, 1, 2, 4}, wide,
+               {.coordinates = ResizeCoordinates::asymmetric,
+                .rounding = NearestRounding::legacy,
+                .scales = {1, 1, 0.6f, 0.6f}}) == std::vector<float>{1, 3});
+  const auto linear =
+      resize({1, 1, 2, 2}, square, {.mode = ResizeMode::linear, .scales = {1, 1, 2, 2}});
+  CHECK(relative_error(linear, {1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f,
+                                3.5f, 3, 3.25f, 3.75f, 4}) < 1e-7);
+  const auto down =
+      resize({1, 1, 2, 4}, wide, {.mode = ResizeMode::linear, .scales = {1, 1, 0.6f, 0.6f}});
+  CHECK(relative_error(down, {2.6666665f, 4.3333331f}) < 1e-7);
+  const auto corners = resize({1, 1, 2, 2}, square,
+                              {.mode = ResizeMode::linear,
+                               .coordinates = ResizeCoordinates::align_corners,
+                               .scales = {1, 1, 2, 2}});
+  CHECK(relative_error(corners, {1, 4 / 3.f, 5 / 3.f, 2, 5 / 3.f, 2, 7 / 3.f, 8 / 3.f, 7 / 3.f,
+                                 8 / 3.f, 3, 10 / 3.f, 3, 10 / 3.f, 11 / 3.f, 4}) < 1e-7);
+
+  // Every transformation x rounding x mode, growing, shrinking and odd ratios, by scales and by
+  // sizes, against the per-element definition: nearest bit for bit.
+  const Shape xs{2, 3, 5, 7};
+  const auto x = random_vector(static_cast<std::size_t>(xs.numel()), 99, -3.0f, 3.0f);
+  struct Target {
+    std::vector<float> scales;
+    std::vector<std::int64_t> sizes;
+  };
+  const std::vector<Target> targets = {{{1, 1, 2, 2}, {}},       {{1, 1, 0.5f, 0.75f}, {}},
+                                       {{1, 1, 1.7f, 0.6f}, {}}, {{}, {2, 3, 9, 4}},
+                                       {{}, {2, 3, 1, 13}},      {{}, {2, 3, 5, 7}}};
+  for (int c = 0; c <= static_cast<int>(ResizeCoordinates::tf_half_pixel_for_nn); ++c) {
+    for (int r = 0; r <= static_cast<int>(NearestRounding::legacy); ++r) {
+      for (const ResizeMode mode : {ResizeMode::nearest, ResizeMode::linear}) {
+        if (mode == ResizeMode::linear && r > 0) continue;  // linear does not round
+        for (const Target& t : targets) {
+          ResizeParams p{.mode = mode,
+                         .coordinates = static_cast<ResizeCoordinates>(c),
+                         .rounding = static_cast<NearestRounding>(r),
+                         .scales = t.scales,
+                         .sizes = t.sizes};
+          CAPTURE(resize_coordinates_name(p.coordinates));
+          CAPTURE(nearest_rounding_name(p.rounding));
+          CAPTURE(static_cast<int>(mode));
+          CAPTURE(fmt::format("{} / {}", fmt::join(t.scales, ","), fmt::join(t.sizes, ",")));
+          const std::int64_t out_h =
+              t.sizes.empty() ? static_cast<std::int64_t>(std::floor(5 * t.scales[2])) : t.sizes[2];
+          const std::int64_t out_w =
+              t.sizes.empty() ? static_cast<std::int64_t>(std::floor(7 * t.scales[3])) : t.sizes[3];
+          const float scale_h = t.sizes.empty() ? t.scales[2] : static_cast<float>(out_h) / 5.0f;
+          const float scale_w = t.sizes.empty() ? t.scales[3] : static_cast<float>(out_w) / 7.0f;
+          const auto y = resize(xs, x, p);
+          const auto expected = reference_resize(x, xs, p, out_h, out_w, scale_h, scale_w);
+          REQUIRE(y.size() == expected.size());
+          if (mode == ResizeMode::nearest)
+            CHECK(y == expected);
+          else
+            CHECK(relative_error(y, expected) < 1e-6);
+        }
+      }
+    }
+  }
+
+  // A rank-3 input (N x C x L) resizes C and L: C by scale 1 is copied.
+  CHECK(resize({2, 2, 3}, random_vector(12, 5), {.scales = {1, 1, 2}}).size() == 24);
+  Network net;
+  const Value v = net.input("x", xs);
+  CHECK(net.desc(net.resize(v, {.scales = {1, 1, 1.5f, 0.5f}}, "r")).shape == Shape{2, 3, 7, 3});
+  CHECK(net.desc(net.resize(v, {.sizes = {2, 3, 8, 2}}, "s")).shape == Shape{2, 3, 8, 2});
+  CHECK(cgr::test::error_message([&] {
+          net.resize(v, {.scales = {1, 2, 2, 2}}, "deep");
+        }) ==
+        "Resize 'deep': only the last two dims can be resized, and dim 1 of 'x' of shape 2x3x5x7 "
+        "has scale 2 (output 6)");
+  CHECK(cgr::test::error_message([&] {
+          net.resize(v, {.scales = {1, 1, 2}}, "few");
+        }) == "Resize 'few': 3 scales for 'x' of shape 2x3x5x7 (4 dims)");
+  CHECK(cgr::test::error_message([&] {
+          net.resize(v, {.scales = {1, 1, 2, 2}, .sizes = {2, 3, 4, 4}}, "both");
+        }) == "Resize 'both': give either scales or sizes (one per dim of 'x'), not both");
+  CHECK(cgr::test::error_message([&] {
+          net.resize(v, {.scales = {1, 1, 0.1f, 1}}, "empty");
+        }) == "Resize 'empty': dim 2 of 'x' of shape 2x3x5x7 would become 0 long");
+}

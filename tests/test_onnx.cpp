@@ -254,6 +254,188 @@ TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
   CHECK(run(model, {-1, -2, -3, -4}) == std::vector<float>{0, 0, 0, -1});
 }
 
+TEST_CASE("ONNX Pad: a fill, reflect or crop is a Pad2d of its own, never folded into a Conv") {
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    CAPTURE(mode);
+    OnnxBuilder b;
+    b.input("x", {1, 1, 3, 3});
+    b.floats("w", {1, 1, 1, 1}, {2.0f});
+    b.ints("pads", {0, 0, 1, -1, 0, 0, 0, 1});
+    b.floats("fill", {}, {0.5f});
+    auto& pad = b.node("Pad", {"x", "pads", "fill"}, {"p"});
+    OnnxBuilder::attr(pad, "mode", mode);
+    b.node("Conv", {"p", "w"}, {"y"});
+    b.output("y");
+    const OnnxModel model = b.import();
+    REQUIRE(layer_kinds(model.network) == std::vector<std::string>{"Pad2d", "Conv2d"});
+    const auto& layer = dynamic_cast<const Pad2d&>(model.network.layer(0));
+    CHECK(layer.padding() == Padding2d(1, -1, 0, 1));
+    CHECK(layer.params().value == (mode == "constant" ? 0.5f : 0.0f));
+    const auto y = run(model, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    // Row -1 then rows 0..2; columns 1, 2 then one past the right border.
+    const std::vector<float> expected =
+        mode == "constant"  ? std::vector<float>{1, 1, 1, 4, 6, 1, 10, 12, 1, 16, 18, 1}
+        : mode == "reflect" ? std::vector<float>{10, 12, 10, 4, 6, 4, 10, 12, 10, 16, 18, 16}
+                            : std::vector<float>{4, 6, 6, 4, 6, 6, 10, 12, 12, 16, 18, 18};
+    CHECK(y == expected);
+  }
+}
+
+TEST_CASE("ONNX Resize and Upsample: each version's inputs and defaults, refusals by name") {
+  const std::vector<float> x{1, 2, 3, 4};
+  SUBCASE("Upsample 7 (attribute), 9 (input), Resize 10: asymmetric nearest") {
+    for (int opset : {7, 9, 10}) {
+      CAPTURE(opset);
+      OnnxBuilder b(opset);
+      b.input("x", {1, 1, 2, 2});
+      auto& n = opset < 9 ? b.node("Upsample", {"x"}, {"y"})
+                          : b.node(opset < 10 ? "Upsample" : "Resize", {"x", "s"}, {"y"});
+      if (opset < 9)
+        OnnxBuilder::attr(n, "scales", std::vector<float>{1, 1, 2, 1.5f});
+      else
+        b.floats("s", {4}, {1, 1, 2, 1.5f});
+      b.output("y");
+      CHECK(run(b.import(), x) == std::vector<float>{1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
+    }
+  }
+  SUBCASE("Resize 11 with sizes (empty scales), 13 without roi, 18 with axes") {
+    for (int opset : {11, 13, 18}) {
+      CAPTURE(opset);
+      OnnxBuilder b(opset);
+      b.input("x", {1, 1, 2, 2});
+      b.floats("roi", {0}, {});
+      b.floats("scales", {0}, {});
+      b.ints("sizes",
+             opset >= 18 ? std::vector<std::int64_t>{4, 3} : std::vector<std::int64_t>{1, 1, 4, 3});
+      auto& n = b.node(
+          "Resize", {"x", opset >= 13 ? "" : "roi", opset >= 13 ? "" : "scales", "sizes"}, {"y"});
+      OnnxBuilder::attr(n, "mode", std::string("linear"));
+      OnnxBuilder::attr(n, "coordinate_transformation_mode", std::string("align_corners"));
+      if (opset >= 18) OnnxBuilder::attr(n, "axes", std::vector<std::int64_t>{-2, 3});
+      b.output("y");
+      const OnnxModel model = b.import();
+      CHECK(model.network.desc(model.network.outputs()[0].second).shape == Shape{1, 1, 4, 3});
+      const auto y = run(model, x);
+      CHECK(test::relative_error(y, {1, 1.5f, 2, 5 / 3.f, 13 / 6.f, 8 / 3.f, 7 / 3.f, 17 / 6.f,
+                                     10 / 3.f, 3, 3.5f, 4}) < 1e-6);
+    }
+  }
+  const auto refusal = [](int opset, const std::vector<float>& scales,
+                          const std::vector<std::pair<std::string, std::string>>& strings,
+                          const std::vector<std::pair<std::string, std::int64_t>>& ints = {}) {
+    OnnxBuilder b(opset);
+    b.input("x", {1, 2, 2, 2});
+    b.floats("s", {static_cast<std::int64_t>(scales.size())}, scales);
+    auto& n = b.node("Resize", {"x", "", "s"}, {"y"}, "r");
+    for (const auto& [name, value] : strings)
+      OnnxBuilder::attr(n, name, value);
+    for (const auto& [name, value] : ints)
+      OnnxBuilder::attr(n, name, value);
+    b.output("y");
+    return error_message([&] { b.import(); });
+  };
+  CHECK(refusal(13, {1, 1, 2, 2}, {{"mode", "cubic"}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'mode' 'cubic' is not supported (nearest and "
+        "linear are)");
+  CHECK(refusal(13, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'coordinate_transformation_mode' "
+        "'tf_crop_and_resize' "
+        "(crops by roi) is not supported");
+  CHECK(refusal(18, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "half_pixel_symmetric"}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'coordinate_transformation_mode' "
+        "'half_pixel_symmetric' "
+        "exists from opset 19 (the model has 18)");
+  CHECK(refusal(18, {1, 1, 2, 2}, {{"mode", "linear"}}, {{"antialias", 1}}) ==
+        "test.onnx: node 'r' (Resize): attribute 'antialias' must be 0");
+  CHECK(
+      refusal(13, {1, 1, 2, 2}, {}, {{"exclude_outside", 1}}) ==
+      "test.onnx: node 'r' (Resize): attribute 'exclude_outside' must be 0 (it reweights cubic and "
+      "antialiased taps)");
+  CHECK(
+      refusal(13, {1, 2, 2, 2}, {{"mode", "linear"}}) ==
+      "test.onnx: node 'r' (Resize): scales [1, 2, 2, 2] resize dim 1 of the input of shape "
+      "1x2x2x2; only the last two dims (H and W of NCHW) can be resized, the others need scale 1");
+  CHECK(
+      refusal(13, {1, 1, 2}, {}) ==
+      "test.onnx: node 'r' (Resize): scales has 3 values for 4 dims of the input of shape 1x2x2x2");
+  OnnxBuilder up(9);
+  up.input("x", {1, 1, 2, 2});
+  up.floats("s", {4}, {1, 1, 0.5f, 1});
+  up.node("Upsample", {"x", "s"}, {"y"}, "u");
+  up.output("y");
+  CHECK(
+      error_message([&] { up.import(); }) ==
+      "test.onnx: node 'u' (Upsample): scale 0.5 is below 1 or not finite; Upsample only enlarges");
+}
+
+TEST_CASE("ONNX DepthToSpace (DCR, CRD) and SpaceToDepth: Reshape, Transpose, Reshape") {
+  // 8 channels of 1x2 into 2 channels of 2x4, and back.
+  const auto x = random_vector(16, 7);
+  for (const std::string mode : {"DCR", "CRD"}) {
+    CAPTURE(mode);
+    OnnxBuilder b(13);
+    b.input("x", {1, 8, 1, 2});
+    auto& d2s = b.node("DepthToSpace", {"x"}, {"d"});
+    OnnxBuilder::attr(d2s, "blocksize", std::int64_t{2});
+    OnnxBuilder::attr(d2s, "mode", mode);
+    auto& s2d = b.node("SpaceToDepth", {"d"}, {"y"});
+    OnnxBuilder::attr(s2d, "blocksize", std::int64_t{2});
+    b.output("y");
+    b.output("d");
+    const OnnxModel model = b.import();
+    const Engine engine = Engine::build(model.network, model.weights);
+    const Result r = engine.create_context().infer({{"x", x}});
+    const auto d = r.output("d").to_vector();
+    // Output (c, h, w) reads channel: DCR (h % 2 * 2 + w % 2) * 2 + c; CRD c * 4 + h % 2 * 2 + w
+    // % 2.
+    for (int c = 0; c < 2; ++c)
+      for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 4; ++w) {
+          const int block = h % 2 * 2 + w % 2;
+          const int channel = mode == "DCR" ? block * 2 + c : c * 4 + block;
+          CHECK(d[static_cast<std::size_t>((c * 2 + h) * 4 + w)] ==
+                x[static_cast<std::size_t>(channel * 2 + w / 2)]);
+        }
+    // SpaceToDepth undoes DCR (its only layout).
+    if (mode == "DCR") CHECK(r.output("y").to_vector() == x);
+  }
+}
+
+TEST_CASE("ONNX Tile and Expand of computed tensors: Tile layers, or nothing") {
+  OnnxBuilder t(7);
+  t.input("x", {2, 3});
+  t.ints("repeats", {2, 1});
+  t.node("Tile", {"x", "repeats"}, {"y"});
+  t.output("y");
+  CHECK(run(t.import(), {1, 2, 3, 4, 5, 6}) ==
+        std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+  // Expand: a leading dim added and the size-1 dim repeated; to its own shape, nothing.
+  OnnxBuilder e(13);
+  e.input("x", {2, 1});
+  e.ints("shape", {2, 1, 3});
+  e.node("Relu", {"x"}, {"r"});
+  e.node("Expand", {"r", "shape"}, {"y"});
+  e.ints("same", {2, 1});
+  e.node("Expand", {"r", "same"}, {"z"});
+  e.output("y");
+  e.output("z");
+  const OnnxModel model = e.import();
+  CHECK(layer_kinds(model.network) == std::vector<std::string>{"ReLU", "Reshape", "Tile"});
+  const Result r = Engine::build(model.network, model.weights)
+                       .create_context()
+                       .infer({{"x", std::vector<float>{-1, 2}}});
+  CHECK(r.output("y").to_vector() == std::vector<float>{0, 0, 0, 2, 2, 2, 0, 0, 0, 2, 2, 2});
+  CHECK(r.output("y").shape() == Shape{2, 2, 3});
+  CHECK(r.output("z").to_vector() == std::vector<float>{0, 2});
+  OnnxBuilder bad(13);
+  bad.input("x", {2, 3});
+  bad.ints("shape", {4, 3});
+  bad.node("Expand", {"x", "shape"}, {"y"}, "ex");
+  bad.output("y");
+  CHECK(error_message([&] { bad.import(); }) ==
+        "test.onnx: node 'ex' (Expand): the input of shape 2x3 does not broadcast to [4, 3]");
+}
+
 TEST_CASE("ONNX Clip at opset 11 (bounds as inputs) and opset 13, Relu from Clip(0, inf)") {
   for (int opset : {11, 13}) {
     CAPTURE(opset);
@@ -411,10 +593,11 @@ TEST_CASE("ONNX bad input: every error names the file and what is wrong") {
     p.input("x", {1, 1, 4, 4});
     p.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
     auto& pad = p.node("Pad", {"x", "pads"}, {"y"}, "p");
-    OnnxBuilder::attr(pad, "mode", std::string("reflect"));
+    OnnxBuilder::attr(pad, "mode", std::string("wrap"));
     p.output("y");
     CHECK(error_message([&] { p.import(); }) ==
-          "test.onnx: node 'p' (Pad): attribute 'mode' 'reflect' is not supported (only constant)");
+          "test.onnx: node 'p' (Pad): attribute 'mode' 'wrap' exists from opset 19 (the model has "
+          "13)");
     OnnxBuilder m;
     m.input("x", {1, 1, 4, 4});
     auto& pool = m.node("MaxPool", {"x"}, {"y"}, "mp");

@@ -49,12 +49,13 @@ warnings.filterwarnings("ignore")
 # "extra_ops" (the raw F.pad exports need integer constant subgraphs evaluated).
 IMPORTER_OPS = {"Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool",
                 "Concat", "Flatten", "Gemm", "MatMul", "Add", "Identity", "Dropout", "Constant", "Pad",
-                "Reshape", "Softmax", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu",
+                "Reshape", "Softmax", "LogSoftmax", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu",
                 "HardSigmoid", "HardSwish", "Softplus", "Erf", "Gelu", "Exp", "Log", "Sqrt", "Neg",
                 "Abs", "Reciprocal", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                 "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalMaxPool", "Slice", "Split",
                 "Shape", "Gather", "Transpose", "ConvTranspose",
-                "LRN", "InstanceNormalization", "LayerNormalization"}
+                "LRN", "InstanceNormalization", "LayerNormalization",
+                "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "Tile"}
 DEFAULT_OPSET = 13
 TOLERANCE = 1e-4
 EVAL = torch.onnx.TrainingMode.EVAL
@@ -190,6 +191,26 @@ tv("efficientnet_b0", 96)
 tv("regnet_x_400mf", 96)
 tv("regnet_y_400mf", 96)
 tv("convnext_tiny", 64)
+
+
+class DeepLabV3(nn.Module):
+    """torchvision's deeplabv3_mobilenet_v3_large (21 classes, no aux head) returning the
+    segmentation logits of its output dict: MobileNetV3 with dilated last blocks, ASPP with a
+    global-pool branch upsampled by Resize, and the final bilinear Resize to the input size."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+            weights=None, weights_backbone=None, aux_loss=False)
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+add("tv_deeplabv3_mobilenet_v3_large", DeepLabV3, (1, 3, 96, 96), ["Resize"],
+    "torchvision deeplabv3_mobilenet_v3_large at 96x96 (segmentation: dilated convs, ASPP, "
+    "bilinear Resize), fan-in scaled weights, random BatchNorm statistics",
+    opsets=(13, 17), init="fan_in")
 
 # ---- Conv ----------------------------------------------------------------------------------
 
@@ -475,6 +496,13 @@ add("softmax_dim1", lambda: nn.Softmax(dim=1), (1, 4, 5, 6), ["Softmax"],
     opsets=(13, 17))
 add("softmax_2d", lambda: seq(nn.Linear(36, 10), nn.Softmax(dim=1)), (1, 36), ["Gemm", "Softmax"],
     "Linear -> Softmax(dim=1) on a 2-D tensor", opsets=(11, 13))
+add("log_softmax_lastdim", lambda: seq(nn.Linear(6, 10), nn.LogSoftmax(dim=-1)), (1, 4, 5, 6),
+    ["MatMul", "LogSoftmax"], "Linear -> nn.LogSoftmax(dim=-1) (a classifier's log-probabilities): "
+    "LogSoftmax axis 3 at opset 11 (flatten-to-2D, same for the last axis), -1 from 13",
+    opsets=(11, 13, 17), input_scale=4.0)
+add("log_softmax_dim1", lambda: nn.LogSoftmax(dim=1), (1, 4, 5, 6), ["LogSoftmax"],
+    "nn.LogSoftmax(dim=1) over the channels (per-element axis semantics from opset 13)",
+    opsets=(13, 17), input_scale=4.0)
 add("relu6", lambda: Lambda(lambda s, x: F.relu6(x)), X, ["Relu", "Constant", "Clip"],
     "F.relu6 -> Relu + Clip(min=Constant 0, max=Constant 6) (min/max as inputs from opset 11)",
     opsets=(11, 13, 17), input_scale=4.0)
@@ -781,6 +809,82 @@ add("gemm_computed", AddMMComputed, (6, 4), ["Gemm", "Relu", "Tanh", "Slice"],
     "B and C (C broadcast over columns)", opsets=(11, 13, 17))
 add("gemm_computed_transA", AddMMTransAComputed, (6, 4), ["Gemm", "Sigmoid"],
     "torch.addmm(bias, x.t(), sigmoid(x)): Gemm transA=1 with a computed B and a constant C",
+    opsets=(11, 13))
+
+# ---- padding modes, tiling, resampling and block rearrangement -----------------------------
+
+add("pad_reflect", lambda: seq(nn.ReflectionPad2d((1, 2, 3, 1)), nn.Conv2d(4, 6, 3)), X,
+    ["Pad", "Conv"], "nn.ReflectionPad2d((1, 2, 3, 1)) -> Conv (style transfer, pix2pix): Pad "
+    "reflect, pads an attribute at opset 9, an input from 11", opsets=(9, 11, 13))
+add("pad_replicate", lambda: seq(nn.ReplicationPad2d((2, 0, 1, 3)), nn.Conv2d(4, 6, 3)), X,
+    ["Pad", "Conv"], "nn.ReplicationPad2d((2, 0, 1, 3)) -> Conv: Pad edge", opsets=(9, 11, 13))
+add("pad_constant_value", lambda: seq(nn.ConstantPad2d((1, 1, 2, 0), 0.5), nn.Conv2d(4, 6, 3)), X,
+    ["Pad", "Conv"], "nn.ConstantPad2d(value 0.5) -> Conv: a non-zero fill is not conv padding",
+    opsets=(9, 11, 13))
+add("pad_crop", lambda: Lambda(lambda s, x: F.pad(F.relu(x), (-1, 2, 0, -2), value=-1.0)), X,
+    ["Relu", "Pad"], "F.pad with negative pads (cropping) and a fill of -1", opsets=(11, 13))
+add("tile_repeat", lambda: Lambda(lambda s, x: F.relu(x).repeat(1, 2, 1, 3) + 1.0), X,
+    ["Relu", "Expand", "Tile", "Add"], "relu(x).repeat(1, 2, 1, 3): Expand (to its own shape) and Tile "
+    "of a computed tensor, the shapes from ConstantOfShape", opsets=(11, 13))
+
+
+class UpsampleConcat(nn.Module):
+    """An FPN / U-Net decoder step: a coarse branch upsampled (nearest x2) and concatenated with
+    the skip connection, then a conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(4, 6, 3, stride=2, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.fuse = nn.Conv2d(10, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.fuse(torch.cat((x, self.up(F.relu(self.down(x)))), dim=1))
+
+
+RESIZE_OPSETS = (11, 13, 17)
+X8 = (1, 4, 8, 8)  # even sides, so the U-Net step's halves line up
+add("upsample_nearest_op9", lambda: nn.Upsample(scale_factor=2, mode="nearest"), X, ["Upsample"],
+    "nn.Upsample(scale_factor=2) at opset 9: Upsample with a scales input", opsets=(9,),
+    base="upsample_nearest")
+add("upsample_nearest", lambda: nn.Upsample(scale_factor=2, mode="nearest"), X, ["Resize"],
+    "nn.Upsample(scale_factor=2): Resize nearest (asymmetric, floor) with scales", opsets=RESIZE_OPSETS)
+add("interpolate_nearest_size", lambda: Lambda(lambda s, x: F.interpolate(x, size=(13, 6))), X,
+    ["Shape", "Slice", "Concat", "Resize"],
+    "F.interpolate(size=(13, 6)), nearest: Resize with sizes from Shape/Slice/Concat, growing one "
+    "axis and shrinking the other", opsets=RESIZE_OPSETS)
+add("interpolate_nearest_frac", lambda: Lambda(lambda s, x: F.interpolate(x, scale_factor=(1.5, 0.5))),
+    X, ["Resize"], "F.interpolate(scale_factor=(1.5, 0.5)), nearest: fractional scales, output "
+    "floor(in * scale)", opsets=(11, 13))
+add("interpolate_bilinear", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+    X, ["Resize"], "nn.Upsample(scale_factor=2, bilinear, align_corners=False): Resize linear half_pixel",
+    opsets=RESIZE_OPSETS)
+add("interpolate_bilinear_frac",
+    lambda: Lambda(lambda s, x: F.interpolate(x, scale_factor=(1.5, 0.75), mode="bilinear", align_corners=False)),
+    X, ["Resize"], "F.interpolate(scale_factor=(1.5, 0.75), bilinear): the coordinates use the given "
+    "scale, not output / input", opsets=(11, 13))
+add("interpolate_bilinear_size",
+    lambda: Lambda(lambda s, x: F.interpolate(x, size=(5, 14), mode="bilinear", align_corners=False)),
+    X, ["Shape", "Slice", "Concat", "Resize"], "F.interpolate(size=(5, 14), bilinear, "
+    "align_corners=False): Resize linear half_pixel with sizes", opsets=(11, 13))
+add("interpolate_bilinear_align_corners",
+    lambda: Lambda(lambda s, x: F.interpolate(x, size=(13, 6), mode="bilinear", align_corners=True)),
+    X, ["Shape", "Slice", "Concat", "Resize"], "F.interpolate(size=(13, 6), bilinear, "
+    "align_corners=True): Resize linear align_corners", opsets=RESIZE_OPSETS)
+add("upsample_bilinear_align_corners", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+    X, ["Resize"], "nn.Upsample(scale_factor=2, bilinear, align_corners=True)", opsets=(11, 13))
+add("interpolate_linear_1d", lambda: Lambda(lambda s, x: F.interpolate(x.flatten(2), scale_factor=2.0, mode="linear")),
+    X, ["Reshape", "Resize"], "F.interpolate of N x C x L, mode='linear' x2: Resize of the last dim "
+    "only (a fractional scale over 81 samples would differ from PyTorch by 7e-6: PyTorch's "
+    "coordinates multiply by the scale's reciprocal, ONNX's divide by the scale)", opsets=(11, 13))
+add("upsample_concat", UpsampleConcat, X8, ["Conv", "Relu", "Resize", "Concat"],
+    "FPN / U-Net decoder step: stride-2 conv, nn.Upsample x2 (nearest), concat with the skip, conv",
+    opsets=(11, 13))
+add("pixel_shuffle", lambda: seq(nn.Conv2d(4, 8, 3, padding=1), nn.PixelShuffle(2)), X,
+    ["Conv", "DepthToSpace"], "Conv -> nn.PixelShuffle(2) (ESPCN's upsampler): DepthToSpace CRD",
+    opsets=(11, 13))
+add("pixel_unshuffle", lambda: seq(nn.PixelUnshuffle(2), nn.Conv2d(16, 4, 1)), X8,
+    ["Reshape", "Transpose", "Conv"], "nn.PixelUnshuffle(2) -> 1x1 Conv: a rank-6 Reshape/Transpose",
     opsets=(11, 13))
 
 
@@ -1225,6 +1329,73 @@ def as_2d_window(x, a, w=None):
     return x[:, :, None, :], a, (None if w is None else w[:, :, None, :])
 
 
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def op_resize(x, ins, a):
+    """Resize / Upsample by the letter of the spec, one axis at a time (linear is separable):
+    coordinates in float32 as ONNX Runtime computes them; before opset 11 asymmetric
+    coordinates, nearest truncating when an axis grows and rounding up when it shrinks."""
+    legacy = OPSET[0] < 11
+    mode = _text(a.get("mode", "nearest"))
+    ctm = "asymmetric" if legacy else _text(a.get("coordinate_transformation_mode", "half_pixel"))
+    nearest_mode = _text(a.get("nearest_mode", "round_prefer_floor"))
+    def present(i):
+        return ins[i] if len(ins) > i and ins[i] is not None and ins[i].size > 0 else None
+
+    if "scales" in a:  # Upsample before opset 9
+        scales, sizes = a["scales"], None
+    elif OPSET[0] < 11:  # Upsample 9, Resize 10: X, scales
+        scales, sizes = ins[1], None
+    else:  # X, roi, scales, sizes
+        scales, sizes = present(2), present(3)
+    y = x.astype(np.float64)
+    for axis in range(x.ndim):
+        n_in = x.shape[axis]
+        if sizes is not None:
+            n_out = int(sizes[axis])
+            scale = np.float32(n_out) / np.float32(n_in)
+        else:
+            scale = np.float32(scales[axis])
+            n_out = int(np.floor(np.float32(n_in) * scale))
+        if n_out == n_in and scale == 1:
+            continue
+        o = np.arange(n_out, dtype=np.float32)
+        half = np.float32(0.5)
+        if ctm == "asymmetric":
+            c = o / scale
+        elif ctm == "half_pixel":
+            c = (o + half) / scale - half
+        elif ctm == "pytorch_half_pixel":
+            c = (o + half) / scale - half if n_out > 1 else np.zeros(n_out, np.float32)
+        elif ctm == "align_corners":
+            c = o * np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else np.zeros(n_out, np.float32)
+        else:
+            raise NotImplementedError(f"Resize coordinate_transformation_mode {ctm}")
+        if mode == "nearest":
+            if legacy:
+                idx = np.ceil(c) if scale < 1 else np.trunc(c)
+            elif nearest_mode == "floor":
+                idx = np.floor(c)
+            elif nearest_mode == "ceil":
+                idx = np.ceil(c)
+            else:
+                tie = c - np.floor(c) == half
+                idx = np.where(tie, np.floor(c) if nearest_mode == "round_prefer_floor" else np.ceil(c),
+                               np.floor(c + half))
+            y = np.take(y, np.clip(idx.astype(np.int64), 0, n_in - 1), axis=axis)
+        elif mode == "linear":
+            c = np.clip(c, 0, n_in - 1).astype(np.float64)
+            i0 = np.floor(c).astype(np.int64)
+            i1 = np.minimum(i0 + 1, n_in - 1)
+            w = (c - i0).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+            y = np.take(y, i0, axis=axis) * (1 - w) + np.take(y, i1, axis=axis) * w
+        else:
+            raise NotImplementedError(f"Resize mode {mode}")
+    return y.astype(np.float32)
+
+
 def eval_node(node, ins):
     t = node.op_type
     a = attrs_of(node)
@@ -1311,26 +1482,42 @@ def eval_node(node, ins):
         mean = x64.mean(axis=axes, keepdims=True)
         var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
         return [((x64 - mean) / np.sqrt(var + a.get("epsilon", 1e-5)) * scale + shift).astype(np.float32)]
-    if t == "Softmax":
+    if t in ("Softmax", "LogSoftmax"):
         ax = a.get("axis", -1 if OPSET[0] >= 13 else 1)
+        shp = x.shape
         if OPSET[0] < 13:
             ax = ax + x.ndim if ax < 0 else ax
-            shp = x.shape
-            x2 = x.reshape(int(np.prod(shp[:ax])), -1).astype(np.float64)
-            e = np.exp(x2 - x2.max(axis=1, keepdims=True))
-            return [(e / e.sum(axis=1, keepdims=True)).reshape(shp).astype(np.float32)]
-        x2 = x.astype(np.float64)
-        e = np.exp(x2 - x2.max(axis=ax, keepdims=True))
-        return [(e / e.sum(axis=ax, keepdims=True)).astype(np.float32)]
+            x2, ax = x.reshape(int(np.prod(shp[:ax])), -1).astype(np.float64), 1
+        else:
+            x2 = x.astype(np.float64)
+        shifted = x2 - x2.max(axis=ax, keepdims=True)
+        total = np.exp(shifted).sum(axis=ax, keepdims=True)
+        y = shifted - np.log(total) if t == "LogSoftmax" else np.exp(shifted) / total
+        return [y.reshape(shp).astype(np.float32)]
     if t == "Pad":
-        mode = a.get("mode", b"constant")
-        if mode not in (b"constant", "constant"):
-            raise NotImplementedError(f"Pad mode {mode}")
+        mode = _text(a.get("mode", "constant"))
         pads = ins[1] if len(ins) > 1 else np.array(a["pads"])
         val = ins[2] if len(ins) > 2 and ins[2] is not None else a.get("value", 0.0)
         r = x.ndim
-        return [np.pad(x, [(int(pads[i]), int(pads[r + i])) for i in range(r)],
-                       constant_values=float(np.asarray(val)))]
+        # negative pads crop first; the rest pads the cropped tensor
+        x = x[tuple(slice(max(-int(pads[i]), 0), x.shape[i] - max(-int(pads[r + i]), 0)) for i in range(r))]
+        width = [(max(int(pads[i]), 0), max(int(pads[r + i]), 0)) for i in range(r)]
+        if mode == "constant":
+            return [np.pad(x, width, constant_values=float(np.asarray(val)))]
+        return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
+    if t in ("Resize", "Upsample"):
+        return [op_resize(x, ins, a)]
+    if t == "DepthToSpace":
+        b, (n, c, h, w) = a["blocksize"], x.shape
+        if _text(a.get("mode", "DCR")) == "DCR":
+            y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return [y.reshape(n, c // (b * b), h * b, w * b)]
+    if t == "Tile":
+        return [np.tile(x, [int(v) for v in ins[1]])]
+    if t == "Expand":
+        return [x * np.ones([int(v) for v in ins[1]], dtype=x.dtype)]
     if t == "Reshape":
         shape = [int(v) for v in ins[1]]
         shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]

@@ -276,6 +276,17 @@ def _(g, opset):
     g.output(g.node("Softmax", [g.input("x", [2, 3, 4])], ["y"]))
 
 
+@case("log_softmax_axis1_4d", (7, 11, 13), ["LogSoftmax"])
+def _(g, opset):
+    # As Softmax: before 13 over C*H*W flattened, from 13 over C alone.
+    g.output(g.node("LogSoftmax", [g.input("x", [2, 3, 2, 2])], ["y"], axis=1))
+
+
+@case("log_softmax_default_axis", (7, 13), ["LogSoftmax"])
+def _(g, opset):
+    g.output(g.node("LogSoftmax", [g.input("x", [2, 3, 4])], ["y"]))
+
+
 @case("shape_arithmetic", (7, 9, 10, 11, 13), ["Shape", "Gather", "Slice", "Concat", "Reshape", "Cast",
                                                "Unsqueeze"])
 def _(g, opset):
@@ -638,6 +649,157 @@ def _(g, opset):
     x = g.input("x", [3, 4])
     g.output(g.node("Gemm", [x, g.weight("w", [4, 5]), g.const("c", g.rng.uniform(-1, 1, [3, 5]))], ["y"],
                     beta=0.5))
+
+
+# --------------------------------------------------------------------------------------------
+# Pad of computed tensors: constant fills, reflect, edge, wrap (19), crops
+# --------------------------------------------------------------------------------------------
+
+@case("pad_modes", (7, 11, 13, 18, 19, 21), ["Pad"])
+def _(g, opset):
+    # reflect, edge and a non-zero constant on a computed tensor; negative pads crop
+    x = g.node("Relu", [g.input("x", [2, 3, 6, 5])], ["r"])
+    cases = [("reflect", [0, 0, 2, 1, 0, 0, 3, 4], 0.0), ("edge", [0, 0, 3, -1, 0, 0, -2, 2], 0.0),
+             ("constant", [0, 0, 1, 2, 0, 0, -1, 3], 1.25), ("reflect", [0, 0, -1, 2, 0, 0, 2, -2], 0.0)]
+    if opset >= 19:
+        cases.append(("wrap", [0, 0, 2, 3, 0, 0, 4, 1], 0.0))
+    for k, (mode, pads, value) in enumerate(cases):
+        if opset < 11:
+            g.output(g.node("Pad", [x], [f"y{k}"], mode=mode, pads=pads, value=value))
+        elif opset >= 18 and k % 2 == 1:  # the axes input: pads for H and W only
+            hw = [pads[2], pads[3], pads[6], pads[7]]
+            g.output(g.node("Pad", [x, g.const(f"p{k}", hw, np.int64), g.const(f"v{k}", np.float32(value)),
+                                    g.const(f"a{k}", [2, 3], np.int64)], [f"y{k}"], mode=mode))
+        else:
+            g.output(g.node("Pad", [x, g.const(f"p{k}", pads, np.int64), g.const(f"v{k}", np.float32(value))],
+                            [f"y{k}"], mode=mode))
+
+
+# --------------------------------------------------------------------------------------------
+# Tile and Expand of computed tensors
+# --------------------------------------------------------------------------------------------
+
+@case("tile", (7, 13), ["Tile"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 3, 4])], ["r"])
+    g.output(g.node("Tile", [x, g.const("reps", [2, 1, 3], np.int64)], ["y"]))
+    g.output(g.node("Tile", [g.input("z", [1, 2, 1, 3]), g.const("reps4", [3, 2, 4, 1], np.int64)], ["w"]))
+
+
+@case("expand_computed", (8, 13), ["Expand"])
+def _(g, opset):
+    # NumPy broadcasting of a computed tensor: size-1 dims repeated, a leading dim added, and an
+    # Expand that changes nothing
+    x = g.node("Relu", [g.input("x", [3, 1, 4, 1])], ["r"])
+    g.output(g.node("Expand", [x, g.const("s1", [2, 3, 5, 4, 2], np.int64)], ["y"]))
+    g.output(g.node("Expand", [x, g.const("s2", [1, 4, 1], np.int64)], ["z"]))
+    g.output(g.node("Expand", [x, g.const("s3", [1, 1, 1, 1], np.int64)], ["w"]))
+
+
+# --------------------------------------------------------------------------------------------
+# Resampling: Upsample 7/9, Resize 10/11/13/18/19
+# --------------------------------------------------------------------------------------------
+
+@case("upsample", (7, 9), ["Upsample"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 3, 4, 5])], ["r"])
+    for mode, scales in (("nearest", [1.0, 1.0, 2.0, 3.0]), ("nearest", [1.0, 1.0, 1.5, 2.5]),
+                         ("linear", [1.0, 1.0, 2.0, 1.5])):
+        out = f"{mode}{len(g.outputs)}"
+        if opset < 9:
+            g.output(g.node("Upsample", [x], [out], mode=mode, scales=scales))
+        else:
+            g.output(g.node("Upsample", [x, g.const(f"s{len(g.outputs)}", scales)], [out], mode=mode))
+
+
+@case("resize_10", (10,), ["Resize"])
+def _(g, opset):
+    # asymmetric coordinates; nearest truncates growing and rounds up shrinking
+    x = g.input("x", [1, 2, 5, 7])
+    for mode, scales in (("nearest", [1.0, 1.0, 1.6, 0.6]), ("nearest", [1.0, 1.0, 0.5, 2.0]),
+                         ("linear", [1.0, 1.0, 1.6, 0.6])):
+        out = f"{mode}{len(g.outputs)}"
+        g.output(g.node("Resize", [x, g.const(f"s{len(g.outputs)}", scales)], [out], mode=mode))
+
+
+RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+
+
+def resize_inputs(g, opset, name, scales=None, sizes=None, axes=False):
+    """Resize's inputs after X at this opset: roi and scales required at 11, optional from 13;
+    with axes (18) the scales / sizes cover the last two dims only."""
+    if axes:
+        scales = scales[2:] if scales is not None else None
+        sizes = sizes[2:] if sizes is not None else None
+    empty = g.const(f"{name}_empty", np.zeros(0, np.float32)) if opset < 13 else ""
+    if sizes is None:
+        return [empty, g.const(f"{name}_scales", np.array(scales, np.float32))]
+    return [empty, empty, g.const(f"{name}_sizes", np.array(sizes, np.int64))]
+
+
+@case("resize_nearest", (11, 13, 18, 19), ["Resize"])
+def _(g, opset):
+    # every nearest_mode under every coordinate transformation, growing and shrinking by odd
+    # ratios (ties included: x 0.5 half_pixel lands on .5), by scales and by sizes
+    x = g.input("x", [1, 2, 6, 5])
+    modes = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+    coordinates = RESIZE_COORDINATES + (("tf_half_pixel_for_nn",) if opset < 13 else ()) + \
+        (("half_pixel_symmetric",) if opset >= 19 else ())
+    for i, ctm in enumerate(coordinates):
+        for j, nearest in enumerate(modes):
+            k = len(g.outputs)
+            target = {"scales": [1.0, 1.0, 0.5, 1.7]} if (i + j) % 2 == 0 else {"sizes": [1, 2, 8, 3]}
+            attrs = {"axes": [2, 3]} if opset >= 18 and k % 3 == 0 else {}
+            g.output(g.node("Resize", [x] + resize_inputs(g, opset, f"r{k}", axes=bool(attrs), **target),
+                            [f"y{k}"], mode="nearest", coordinate_transformation_mode=ctm,
+                            nearest_mode=nearest, **attrs))
+
+
+@case("resize_linear", (11, 13, 18, 19), ["Resize"])
+def _(g, opset):
+    # bilinear under every coordinate transformation: x 1.5 / x 0.6 by scales, 1 x 9 by sizes
+    # (pytorch_half_pixel and align_corners special-case a length-1 output)
+    x = g.input("x", [2, 3, 5, 4])
+    coordinates = RESIZE_COORDINATES + (("tf_half_pixel_for_nn",) if opset < 13 else ()) + \
+        (("half_pixel_symmetric",) if opset >= 19 else ())
+    for ctm in coordinates:
+        for target in ({"scales": [1.0, 1.0, 1.5, 0.6]}, {"sizes": [2, 3, 1, 9]}):
+            k = len(g.outputs)
+            # (no axes: ONNX Runtime 1.19 crashes on linear Resize with axes; resize_nearest
+            # covers them)
+            g.output(g.node("Resize", [x] + resize_inputs(g, opset, f"r{k}", **target),
+                            [f"y{k}"], mode="linear", coordinate_transformation_mode=ctm,
+                            cubic_coeff_a=-0.5, exclude_outside=0, extrapolation_value=0.0))
+
+
+@case("resize_keep_aspect_ratio", (18, 19), ["Resize"])
+def _(g, opset):
+    # keep_aspect_ratio_policy: one scale for the listed dims, the smaller or larger ratio
+    x = g.input("x", [1, 2, 6, 4])
+    for policy in ("stretch", "not_larger", "not_smaller"):
+        for mode in ("nearest", "linear"):
+            k = len(g.outputs)
+            g.output(g.node("Resize", [x, "", "", g.const(f"sz{k}", np.array([9, 5], np.int64))], [f"y{k}"],
+                            mode=mode, axes=[2, 3], keep_aspect_ratio_policy=policy))
+
+
+# --------------------------------------------------------------------------------------------
+# DepthToSpace and SpaceToDepth
+# --------------------------------------------------------------------------------------------
+
+@case("depth_to_space", (7, 11, 13), ["DepthToSpace"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 8, 3, 2])], ["r"])
+    g.output(g.node("DepthToSpace", [x], ["dcr"], blocksize=2))
+    if opset >= 11:
+        g.output(g.node("DepthToSpace", [x], ["crd"], blocksize=2, mode="CRD"))
+        g.output(g.node("DepthToSpace", [x], ["dcr_explicit"], blocksize=2, mode="DCR"))
+
+
+@case("space_to_depth", (7, 13), ["SpaceToDepth"])
+def _(g, opset):
+    x = g.node("Relu", [g.input("x", [2, 3, 6, 9])], ["r"])
+    g.output(g.node("SpaceToDepth", [x], ["y"], blocksize=3))
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 TEST_CASE("every exported model matches PyTorch on the CPU executor, eager and dag") {
-  // make_models.py writes 238: an empty or truncated manifest must not pass as "all match".
+  // make_models.py writes 332: an empty or truncated manifest must not pass as "all match".
   constexpr std::size_t kMinimumModels = 200;
   REQUIRE(manifest.is_array());
   REQUIRE(manifest.size() >= kMinimumModels);

@@ -693,29 +693,34 @@ TEST_CASE("GPU softmax matches Softmax on the CPU (warp rows and strided rows)" 
   }
 }
 
-TEST_CASE("GPU pad2d matches Pad2d on the CPU" * doctest::skip(no_cuda_device)) {
+TEST_CASE("GPU pad2d matches Pad2d on the CPU: every mode, crops" * doctest::skip(no_cuda_device)) {
   struct PadCase {
     Shape shape;
-    cgr::Padding2d padding;
+    cgr::Pad2dParams params;
   };
   const std::vector<PadCase> cases = {
-      {Shape{1, 3, 5, 7}, {1, 2, 3, 4}},
-      {Shape{2, 1, 1, 1}, {0}},
-      {Shape{1, 2, 4, 4}, {0, 3, 0, 0}},
-      {Shape{2, 3, 17, 9}, {2, 0, 0, 5}},
+      {Shape{1, 3, 5, 7}, {{1, 2, 3, 4}}},
+      {Shape{2, 1, 1, 1}, {{0}}},
+      {Shape{1, 2, 4, 4}, {{0, 3, 0, 0}}},
+      {Shape{2, 3, 17, 9}, {{2, 0, 0, 5}}},
+      {Shape{2, 3, 6, 5}, {{3, 1, 5, 4}, cgr::PadMode::reflect}},
+      {Shape{1, 2, 6, 5}, {{-2, 4, 3, -1}, cgr::PadMode::edge}},
+      {Shape{1, 2, 6, 5}, {{7, 2, 1, 9}, cgr::PadMode::wrap}},
+      {Shape{2, 2, 6, 5}, {{1, -2, -3, 2}, cgr::PadMode::constant, -1.5f}},
   };
   const Stream stream;
   unsigned seed = 900;
   for (const PadCase& c : cases) {
     CAPTURE(c.shape.to_string());
-    CAPTURE(cgr::to_string(c.padding));
+    CAPTURE(cgr::to_string(c.params.padding));
+    CAPTURE(cgr::pad_mode_name(c.params.mode));
     const auto x = random_values(c.shape, ++seed);
     const auto cpu = cpu_reference(
-        c.shape, x, [&](Network& net, Value v) { return net.pad2d(v, c.padding, "pad"); });
+        c.shape, x, [&](Network& net, Value v) { return net.pad2d(v, c.params, "pad"); });
     const DeviceArray<float> dx(x);
     DeviceArray<float> dy(cpu.values.size());
     dy.poison();
-    const cgr::Pad2d layer("pad", cgr::TensorDesc{"x", c.shape}, c.padding);
+    const cgr::Pad2d layer("pad", cgr::TensorDesc{"x", c.shape}, c.params);
     finish(kernels::pad2d(dx.get(), dy.get(), layer.geometry(), stream), stream);
     check_matches(dy.download(), cpu.values, 0.0);
   }

@@ -1,5 +1,5 @@
-// Pad2d on the GPU: zero padding of each NCHW plane, the input placed at (top, left) (the
-// layer's geometry). Also the explicit padding of the cuDNN convolution (conv2d.cpp).
+// Pad2d on the GPU: each NCHW plane padded by the layer's geometry (constant, reflect, edge,
+// wrap; negative pads crop). Also the explicit zero padding of the cuDNN convolution (conv2d.cpp).
 #pragma once
 
 #include <cuda_runtime.h>

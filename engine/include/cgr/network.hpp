@@ -39,7 +39,9 @@
 #include "cgr/layers/pool2d.hpp"
 #include "cgr/layers/relu.hpp"
 #include "cgr/layers/reshape.hpp"
+#include "cgr/layers/resize.hpp"
 #include "cgr/layers/softmax.hpp"
+#include "cgr/layers/tile.hpp"
 #include "cgr/layers/transpose.hpp"
 #include "cgr/tensor.hpp"
 
@@ -157,6 +159,18 @@ class Network {
   // Zero padding of H and W (F.pad with constant 0).
   Value pad2d(Value x, const Padding2d& padding, const std::string& name) {
     return emplace<Pad2d>(x, name, padding);
+  }
+  // Padding of H and W by a mode (constant value, reflect, edge, wrap); negative pads crop.
+  Value pad2d(Value x, const Pad2dParams& params, const std::string& name) {
+    return emplace<Pad2d>(x, name, params);
+  }
+  // Nearest or bilinear resampling of the last two dims (F.interpolate, ONNX Resize).
+  Value resize(Value x, const ResizeParams& params, const std::string& name) {
+    return emplace<Resize>(x, name, params);
+  }
+  // x repeated along each dim (x.repeat(...), ONNX Tile).
+  Value tile(Value x, const TileParams& params, const std::string& name) {
+    return emplace<Tile>(x, name, params);
   }
   Value reshape(Value x, Shape shape, const std::string& name) {
     return emplace<Reshape>(x, name, std::move(shape));

@@ -7,9 +7,11 @@
 //   ops_reduce.cpp       ReduceSum, ReduceMean, ReduceMax, ReduceMin, GlobalMaxPool
 //   ops_norm.cpp         LRN, InstanceNormalization, LayerNormalization
 //   ops_tensor.cpp       Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity,
-//                        Dropout, Constant, Pad, Softmax, and the shape arithmetic (Shape,
-//                        Gather, Slice, Cast, ConstantOfShape, Range, Where, Expand, the
-//                        comparisons; and any elementwise op) folded on constants (fold.cpp)
+//                        Dropout, Constant, Pad, Tile, Expand, DepthToSpace, SpaceToDepth,
+//                        Softmax, Slice, Split, and the shape arithmetic (Shape, Gather, Cast,
+//                        ConstantOfShape, Range, Where, the comparisons; and any
+//                        elementwise op) folded on constants (fold.cpp)
+//   ops_resize.cpp       Resize, Upsample
 // supported_onnx_ops() is the table's keys, so the published list cannot drift from what the
 // importer dispatches.
 #pragma once
@@ -32,8 +34,9 @@ namespace cgr::onnx_import {
 // bound keeps the window arithmetic far from int64 overflow.
 constexpr std::int64_t kGeometryLimit = std::int64_t{1} << 20;
 
-// A Pad whose consumer decides what it becomes: a Conv absorbs it into its padding; anything
-// else materialises it as a Pad2d layer.
+// A zero Pad whose consumer decides what it becomes: a Conv absorbs it into its padding;
+// anything else materialises it as a Pad2d layer. (Other modes, fills and crops are a Pad2d
+// layer at once.)
 struct PendingPad {
   Value input;
   Padding2d padding;

@@ -1,8 +1,8 @@
-// ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze,
-// Unsqueeze, Identity, Dropout (inference), Constant, Pad (deferred: a Conv absorbs it),
-// Softmax, and the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and
-// ConstantOfShape, which are folded at import when their inputs are constants (fold.cpp) and
-// refused otherwise.
+// ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
+// Identity, Dropout (inference), Constant, Pad (a zero pad is deferred: a Conv absorbs it; other
+// modes and values are a Pad2d), Tile, Expand (a Tile), DepthToSpace, SpaceToDepth, Softmax, LogSoftmax and
+// the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and ConstantOfShape, which
+// are folded at import when their inputs are constants (fold.cpp) and refused otherwise.
 #include <algorithm>
 
 #include "cgr/error.hpp"
@@ -246,15 +246,28 @@ void import_constant(Importer& im, const ::onnx::NodeProto& node, int, const std
 
 void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
   // Before opset 11 pads and value are attributes; from 11 inputs; from 18 an optional axes
-  // input says which dims the pads are for.
-  const bool attributes = im.opset() < 11;
+  // input says which dims the pads are for; mode wrap from 19.
+  const int opset = im.opset();
+  const bool attributes = opset < 11;
   Attributes attrs(node, label,
                    attributes ? std::initializer_list<std::string_view>{"mode", "pads", "value"}
                               : std::initializer_list<std::string_view>{"mode"});
-  const std::string mode = attrs.get_string("mode", "constant");
-  if (mode != "constant")
-    attrs.unsupported("mode", fmt::format("'{}' is not supported (only constant)", mode));
-  Importer::need_inputs(node, label, 1, attributes ? 1 : 4);
+  const std::string mode_name = attrs.get_string("mode", "constant");
+  PadMode mode = PadMode::constant;
+  if (mode_name == "reflect") {
+    mode = PadMode::reflect;
+  } else if (mode_name == "edge") {
+    mode = PadMode::edge;
+  } else if (mode_name == "wrap") {
+    if (opset < 19)
+      attrs.unsupported("mode",
+                        fmt::format("'wrap' exists from opset 19 (the model has {})", opset));
+    mode = PadMode::wrap;
+  } else if (mode_name != "constant") {
+    attrs.unsupported("mode", fmt::format("'{}' is not a pad mode (constant, reflect, edge{})",
+                                          mode_name, opset >= 19 ? ", wrap" : ""));
+  }
+  Importer::need_inputs(node, label, attributes ? 1 : 2, attributes ? 1 : (opset >= 18 ? 4 : 3));
   const Value x = im.spatial_input(node, label);
   const auto rank = static_cast<std::int64_t>(im.network().desc(x).shape.rank());
   std::vector<std::int64_t> given;
@@ -264,8 +277,7 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
     given = attrs.get_ints("pads", {});
     fill = attrs.get_float("value", 0.0f);
   } else {
-    const ConstantTensor& pads =
-        im.constant(node.input_size() > 1 ? node.input(1) : std::string(), label, "pads");
+    const ConstantTensor& pads = im.constant(node.input(1), label, "pads");
     if (pads.is_float) fail("{}: pads '{}' must be an integer tensor", label, node.input(1));
     given = pads.ints;
     if (const ConstantTensor* v = im.optional_constant(node, 2, label, "constant_value")) {
@@ -277,7 +289,8 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
   // N x C x L input).
   const auto dims = static_cast<std::size_t>(rank);
   std::vector<std::int64_t> p(2 * dims, 0);
-  if (const ConstantTensor* axes = im.optional_constant(node, 3, label, "axes")) {
+  if (const ConstantTensor* axes =
+          opset >= 18 ? im.optional_constant(node, 3, label, "axes") : nullptr) {
     if (axes->is_float || given.size() != 2 * axes->ints.size()) {
       fail("{}: axes '{}' must hold integers, half as many as pads", label, node.input(3));
     }
@@ -295,20 +308,136 @@ void import_pad(Importer& im, const ::onnx::NodeProto& node, int index, const st
     }
     p = given;
   }
-  if (fill != 0.0) fail("{}: constant value {} is not supported (only 0)", label, fill);
   if (p[0] != 0 || p[1] != 0 || p[dims] != 0 || p[dims + 1] != 0) {
     fail("{}: padding the batch or channel dims is not supported (pads {})", label,
          fmt::join(p, ","));
   }
   for (auto v : p) {
-    if (v < 0) fail("{}: negative pads (cropping) are not supported", label);
-    if (v > kGeometryLimit) fail("{}: pad {} is implausibly large", label, v);
+    if (v > kGeometryLimit || v < -kGeometryLimit)
+      fail("{}: pad {} is implausibly large", label, v);
   }
   // (top, left, bottom, right); an N x C x L input pads L only (cgr/layers/spatial.hpp).
   const Padding2d padding =
       dims == 3 ? Padding2d(0, p[2], 0, p[5]) : Padding2d(p[2], p[3], p[6], p[7]);
-  // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
-  im.defer_pad(node.output(0), PendingPad{x, padding, im.layer_name(node, index), std::nullopt});
+  const bool zeros = mode == PadMode::constant && fill == 0.0 &&
+                     std::all_of(p.begin(), p.end(), [](std::int64_t v) { return v >= 0; });
+  if (zeros) {
+    // Deferred: a consuming Conv absorbs it; anything else materialises a Pad2d layer.
+    im.defer_pad(node.output(0), PendingPad{x, padding, im.layer_name(node, index), std::nullopt});
+    return;
+  }
+  // The fill only matters in constant mode (ONNX ignores constant_value otherwise).
+  const Pad2dParams params{padding, mode,
+                           mode == PadMode::constant ? static_cast<float>(fill) : 0.0f};
+  im.bind(node.output(0), im.network().pad2d(x, params, im.layer_name(node, index)));
+}
+
+// Tile of a computed tensor by constant repeats (opset 6; 13 widened the types).
+void import_tile(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  const Value x = im.value(node.input(0), label);
+  const ConstantTensor& repeats = im.constant(node.input(1), label, "repeats");
+  if (repeats.is_float || repeats.shape.rank() != 1) {
+    fail("{}: repeats '{}' must be a 1-D integer tensor", label, node.input(1));
+  }
+  const Shape& shape = im.network().desc(x).shape;
+  if (repeats.ints.size() != shape.rank()) {
+    fail("{}: repeats '{}' has {} values for the input of shape {}", label, node.input(1),
+         repeats.ints.size(), shape.to_string());
+  }
+  im.bind(node.output(0), im.network().tile(x, {repeats.ints}, im.layer_name(node, index)));
+}
+
+// Expand of a computed tensor (torch's x.repeat exports Expand, then Tile): NumPy broadcasting
+// to `shape` is a Tile of the input's size-1 dims, after a Reshape that prepends the missing
+// leading 1s; nothing when the shape changes nothing. Expand of constants folds (fold.cpp).
+void import_expand(Importer& im, const ::onnx::NodeProto& node, int index,
+                   const std::string& label) {
+  Attributes attrs(node, label, {});
+  Importer::need_inputs(node, label, 2, 2);
+  const Value x = im.value(node.input(0), label);
+  const ConstantTensor& target = im.constant(node.input(1), label, "shape");
+  if (target.is_float || target.shape.rank() != 1) {
+    fail("{}: shape '{}' must be a 1-D integer tensor", label, node.input(1));
+  }
+  const Shape in = im.network().desc(x).shape;
+  const std::size_t rank = std::max(in.rank(), target.ints.size());
+  std::vector<std::int64_t> padded(rank - in.rank(), 1), repeats(rank, 1);
+  padded.insert(padded.end(), in.dims().begin(), in.dims().end());
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t t = d + target.ints.size();
+    const std::int64_t want = t >= rank ? target.ints[t - rank] : 1;
+    if (want == padded[d] || want == 1) continue;
+    if (padded[d] != 1 || want < 0) {
+      fail("{}: the input of shape {} does not broadcast to [{}]", label, in.to_string(),
+           fmt::join(target.ints, ", "));
+    }
+    repeats[d] = want;
+  }
+  const std::string name = im.layer_name(node, index);
+  const bool same_rank = rank == in.rank();
+  if (same_rank &&
+      std::all_of(repeats.begin(), repeats.end(), [](std::int64_t r) { return r == 1; })) {
+    return im.alias(node.output(0), node.input(0), label);
+  }
+  const Value shaped = same_rank ? x : im.network().reshape(x, Shape(padded), name + ".rank");
+  if (std::all_of(repeats.begin(), repeats.end(), [](std::int64_t r) { return r == 1; })) {
+    return im.bind(node.output(0), shaped);
+  }
+  im.bind(node.output(0), im.network().tile(shaped, {repeats}, name));
+}
+
+// DepthToSpace (mode DCR, the only one before opset 11 and the default after, or CRD: torch's
+// pixel_shuffle) and SpaceToDepth of NCHW, as Reshape -> Transpose -> Reshape: channel blocks
+// become b x b pixel blocks, and back.
+void import_depth_to_space(Importer& im, const ::onnx::NodeProto& node, int index,
+                           const std::string& label) {
+  const bool to_space = node.op_type() == "DepthToSpace";
+  const bool has_mode = to_space && im.opset() >= 11;
+  Attributes attrs(node, label,
+                   has_mode ? std::initializer_list<std::string_view>{"blocksize", "mode"}
+                            : std::initializer_list<std::string_view>{"blocksize"});
+  Importer::need_inputs(node, label, 1, 1);
+  const Value x = im.value(node.input(0), label);
+  const Shape s = im.network().desc(x).shape;
+  if (s.rank() != 4) {
+    fail("{}: input '{}' has shape {}; {} takes N x C x H x W", label, node.input(0),
+         s.to_string(), node.op_type());
+  }
+  if (!attrs.has("blocksize")) fail("{}: attribute 'blocksize' is required", label);
+  const std::int64_t b = attrs.get_int("blocksize", 1);
+  if (b < 1 || b > kGeometryLimit)
+    attrs.unsupported("blocksize", fmt::format("{} is out of range", b));
+  const std::string mode = attrs.get_string("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD") {
+    attrs.unsupported("mode", fmt::format("'{}' is not a mode (DCR, CRD)", mode));
+  }
+  const std::int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  const std::string name = im.layer_name(node, index);
+  Network& net = im.network();
+  if (to_space) {
+    if (c % (b * b) != 0) {
+      fail("{}: {} channels do not split into blocks of {}x{}", label, c, b, b);
+    }
+    const std::int64_t depth = c / (b * b);
+    // DCR: channel = (row * b + column) * depth + d; CRD: (d * b + row) * b + column.
+    const bool dcr = mode == "DCR";
+    const Value blocks = net.reshape(
+        x, dcr ? Shape{n, b, b, depth, h, w} : Shape{n, depth, b, b, h, w}, name + ".blocks");
+    const Value moved = net.transpose(
+        blocks, dcr ? std::vector<int>{0, 3, 4, 1, 5, 2} : std::vector<int>{0, 1, 4, 2, 5, 3},
+        name);
+    return im.bind(node.output(0),
+                   net.reshape(moved, Shape{n, depth, h * b, w * b}, name + ".merge"));
+  }
+  if (h % b != 0 || w % b != 0) {
+    fail("{}: the input of shape {} does not split into blocks of {}x{}", label, s.to_string(), b,
+         b);
+  }
+  const Value blocks = net.reshape(x, Shape{n, c, h / b, b, w / b, b}, name + ".blocks");
+  const Value moved = net.transpose(blocks, {0, 3, 5, 1, 2, 4}, name);
+  im.bind(node.output(0), net.reshape(moved, Shape{n, c * b * b, h / b, w / b}, name + ".merge"));
 }
 
 void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,
@@ -347,8 +476,10 @@ void import_reshape(Importer& im, const ::onnx::NodeProto& node, int index,
           im.network().reshape(x, Shape(std::move(dims)), im.layer_name(node, index)));
 }
 
+// Softmax and LogSoftmax: the same axis rules in every version.
 void import_softmax(Importer& im, const ::onnx::NodeProto& node, int index,
                     const std::string& label) {
+  const bool log = node.op_type() == "LogSoftmax";
   Attributes attrs(node, label, {"axis"});
   Importer::need_inputs(node, label, 1, 1);
   const Value x = im.value(node.input(0), label);
@@ -359,16 +490,19 @@ void import_softmax(Importer& im, const ::onnx::NodeProto& node, int index,
   if (axis < 0 || axis >= rank)
     attrs.unsupported("axis", fmt::format("is out of range for shape {}", s.to_string()));
   const std::string name = im.layer_name(node, index);
+  Network& net = im.network();
+  const auto normalise = [&](Value v, int along) {
+    return log ? net.log_softmax(v, name, along) : net.softmax(v, name, along);
+  };
   if (im.opset() >= 13 || axis == rank - 1) {
-    return im.bind(node.output(0), im.network().softmax(x, name, static_cast<int>(axis)));
+    return im.bind(node.output(0), normalise(x, static_cast<int>(axis)));
   }
   // Before opset 13, Softmax normalises over all dims from `axis` on, flattened together.
   std::int64_t outer = 1;
   for (std::int64_t d = 0; d < axis; ++d)
     outer *= s[static_cast<std::size_t>(d)];
-  const Value flat = im.network().reshape(x, Shape{outer, s.numel() / outer}, name + ".flatten");
-  const Value soft = im.network().softmax(flat, name, -1);
-  im.bind(node.output(0), im.network().reshape(soft, s, name + ".unflatten"));
+  const Value flat = net.reshape(x, Shape{outer, s.numel() / outer}, name + ".flatten");
+  im.bind(node.output(0), net.reshape(normalise(flat, -1), s, name + ".unflatten"));
 }
 
 CGR_ONNX_OP("Concat", import_concat);
@@ -381,7 +515,11 @@ CGR_ONNX_OP("Identity", import_identity);
 CGR_ONNX_OP("Dropout", import_dropout);
 CGR_ONNX_OP("Constant", import_constant);
 CGR_ONNX_OP("Pad", import_pad);
+CGR_ONNX_OP("Tile", import_tile);
+CGR_ONNX_OP("DepthToSpace", import_depth_to_space);
+CGR_ONNX_OP("SpaceToDepth", import_depth_to_space);
 CGR_ONNX_OP("Softmax", import_softmax);
+CGR_ONNX_OP("LogSoftmax", import_softmax);
 CGR_ONNX_OP("Shape", import_shape);
 CGR_ONNX_OP("Gather", import_constant_only);
 CGR_ONNX_OP("Slice", import_slice);
@@ -401,7 +539,7 @@ CGR_ONNX_OP("Where", import_constant_only);
 CGR_ONNX_OP("Range", import_constant_only);
 CGR_ONNX_OP("Floor", import_constant_only);
 CGR_ONNX_OP("Ceil", import_constant_only);
-CGR_ONNX_OP("Expand", import_constant_only);
+CGR_ONNX_OP("Expand", import_expand);
 
 }  // namespace
 }  // namespace cgr::onnx_import

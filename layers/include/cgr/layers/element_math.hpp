@@ -303,4 +303,26 @@ CGR_HD bool exit_fires(const float* confidence, std::int64_t batch, float thresh
   return batch > 0;
 }
 
+// Where a linear sample at coordinate c (already clamped to [0, n - 1]) reads along one axis:
+// floor(c) and the next index (the last one repeats at the border), and the second's weight.
+template <typename Index>
+struct LinearTap {
+  Index first, second;
+  float weight;
+};
+
+template <typename Index>
+CGR_HD LinearTap<Index> linear_tap(float c, Index n) {
+  const auto first = static_cast<Index>(c);  // c >= 0: the floor
+  return {first, first + 1 < n ? first + 1 : n - 1, c - static_cast<float>(first)};
+}
+
+// Bilinear interpolation of four neighbours with weights wy (down) and wx (right), in the
+// order PyTorch's upsample_bilinear2d adds them.
+CGR_HD float bilinear(float top_left, float top_right, float bottom_left, float bottom_right,
+                      float wy, float wx) {
+  return (1.0f - wy) * ((1.0f - wx) * top_left + wx * top_right) +
+         wy * ((1.0f - wx) * bottom_left + wx * bottom_right);
+}
+
 }  // namespace cgr::math

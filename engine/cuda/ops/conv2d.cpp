@@ -60,7 +60,8 @@ class CudnnConvOp final : public GpuOp {
       pad_geometry_ = make_pad2d_geometry(
           g.batch * g.in_channels, g.in_h, g.in_w,
           {.padding = Padding2d(g.pad_top, g.pad_left, g.pad_bottom, g.pad_right)});
-      padded_bytes_ = static_cast<std::size_t>(g.batch * g.in_channels * conv_h * conv_w) * sizeof(float);
+      padded_bytes_ =
+          static_cast<std::size_t>(g.batch * g.in_channels * conv_h * conv_w) * sizeof(float);
       padded_bytes_ = (padded_bytes_ + 255) / 256 * 256;
     }
 

@@ -1,8 +1,9 @@
 // ONNX ops that move or reinterpret data: Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
 // Identity, Dropout (inference), Constant, Pad (a zero pad is deferred: a Conv absorbs it; other
-// modes and values are a Pad2d), Tile, Expand (a Tile), DepthToSpace, SpaceToDepth, Softmax, LogSoftmax and
-// the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and ConstantOfShape, which
-// are folded at import when their inputs are constants (fold.cpp) and refused otherwise.
+// modes and values are a Pad2d), Tile, Expand (a Tile), DepthToSpace, SpaceToDepth, Softmax,
+// LogSoftmax and the shape arithmetic exporters emit: Shape, and Gather, Slice, Cast and
+// ConstantOfShape, which are folded at import when their inputs are constants (fold.cpp) and
+// refused otherwise.
 #include <algorithm>
 
 #include "cgr/error.hpp"
@@ -96,7 +97,8 @@ void import_constant_only(Importer&, const ::onnx::NodeProto& node, int, const s
 
 // Slice of a computed tensor (one of constants folds before it gets here): starts, ends and
 // axes are attributes before opset 10, constant inputs (with steps) from 10.
-void import_slice(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+void import_slice(Importer& im, const ::onnx::NodeProto& node, int index,
+                  const std::string& label) {
   const bool attributes = im.opset() < 10;
   Attributes attrs(node, label,
                    attributes ? std::initializer_list<std::string_view>{"starts", "ends", "axes"}
@@ -111,14 +113,17 @@ void import_slice(Importer& im, const ::onnx::NodeProto& node, int index, const 
     return t->ints;
   };
   if (attributes) {
-    if (!attrs.has("starts") || !attrs.has("ends")) fail("{}: attributes 'starts' and 'ends' are required", label);
+    if (!attrs.has("starts") || !attrs.has("ends"))
+      fail("{}: attributes 'starts' and 'ends' are required", label);
     p.starts = attrs.get_ints("starts", {});
     p.ends = attrs.get_ints("ends", {});
-    for (auto a : attrs.get_ints("axes", {})) p.axes.push_back(static_cast<int>(a));
+    for (auto a : attrs.get_ints("axes", {}))
+      p.axes.push_back(static_cast<int>(a));
   } else {
     p.starts = ints(1, "starts");
     p.ends = ints(2, "ends");
-    for (auto a : ints(3, "axes")) p.axes.push_back(static_cast<int>(a));
+    for (auto a : ints(3, "axes"))
+      p.axes.push_back(static_cast<int>(a));
     p.steps = ints(4, "steps");
   }
   im.bind(node.output(0), im.network().slice(x, p, im.layer_name(node, index)));
@@ -127,7 +132,8 @@ void import_slice(Importer& im, const ::onnx::NodeProto& node, int index, const 
 // Split of a computed tensor along `axis` into one Slice per output: sizes from the 'split'
 // attribute (< 13) or input (>= 13), else equal parts (num_outputs from 18 allows a smaller
 // last part).
-void import_split(Importer& im, const ::onnx::NodeProto& node, int index, const std::string& label) {
+void import_split(Importer& im, const ::onnx::NodeProto& node, int index,
+                  const std::string& label) {
   const bool split_input = im.opset() >= 13;
   Attributes attrs(node, label,
                    split_input ? std::initializer_list<std::string_view>{"axis", "num_outputs"}
@@ -137,7 +143,8 @@ void import_split(Importer& im, const ::onnx::NodeProto& node, int index, const 
   const Shape& shape = im.network().desc(x).shape;
   const auto rank = static_cast<std::int64_t>(shape.rank());
   std::int64_t axis = attrs.get_int("axis", 0);
-  if (axis < -rank || axis >= rank) attrs.unsupported("axis", fmt::format("is out of range for shape {}", shape.to_string()));
+  if (axis < -rank || axis >= rank)
+    attrs.unsupported("axis", fmt::format("is out of range for shape {}", shape.to_string()));
   if (axis < 0) axis += rank;
   const std::int64_t size = shape[static_cast<std::size_t>(axis)];
   std::vector<std::int64_t> sizes;
@@ -152,11 +159,13 @@ void import_split(Importer& im, const ::onnx::NodeProto& node, int index, const 
   const auto outputs = static_cast<std::int64_t>(node.output_size());
   if (sizes.empty()) {
     const std::int64_t parts = attrs.has("num_outputs") ? attrs.get_int("num_outputs", 1) : outputs;
-    if (parts != outputs || parts < 1) fail("{}: {} outputs for num_outputs {}", label, outputs, parts);
+    if (parts != outputs || parts < 1)
+      fail("{}: {} outputs for num_outputs {}", label, outputs, parts);
     const std::int64_t each = attrs.has("num_outputs") ? (size + parts - 1) / parts : size / parts;
     if (!attrs.has("num_outputs") && size % parts != 0)
       fail("{}: axis {} of size {} does not split into {} equal parts", label, axis, size, parts);
-    for (std::int64_t i = 0, left = size; i < parts; ++i, left -= each) sizes.push_back(std::min(each, left));
+    for (std::int64_t i = 0, left = size; i < parts; ++i, left -= each)
+      sizes.push_back(std::min(each, left));
   }
   std::int64_t total = 0;
   for (auto v : sizes) {
@@ -402,8 +411,8 @@ void import_depth_to_space(Importer& im, const ::onnx::NodeProto& node, int inde
   const Value x = im.value(node.input(0), label);
   const Shape s = im.network().desc(x).shape;
   if (s.rank() != 4) {
-    fail("{}: input '{}' has shape {}; {} takes N x C x H x W", label, node.input(0),
-         s.to_string(), node.op_type());
+    fail("{}: input '{}' has shape {}; {} takes N x C x H x W", label, node.input(0), s.to_string(),
+         node.op_type());
   }
   if (!attrs.has("blocksize")) fail("{}: attribute 'blocksize' is required", label);
   const std::int64_t b = attrs.get_int("blocksize", 1);

@@ -167,6 +167,9 @@ LoadedModel load_model(const Options& o, std::optional<std::int64_t> size) {
     m.facts.source = "onnx";
 #if defined(CGR_HAVE_ONNX)
     OnnxImportOptions import_options;
+    for (const ExitOutput& exit : o.exit_outputs)
+      import_options.exits.push_back(
+          {.output = exit.output, .speculate_until = exit.speculate_until});
     if (o.input_shape || o.batch > 0) {
       std::string name = o.input_name;
       std::optional<Shape> shape = o.input_shape;

@@ -29,7 +29,8 @@ constexpr const char* kUsage =
     "usage: cgr-bench --model two-branch|inception|resnet18|resnet18-exits|googlenet|PATH.onnx\n"
     "         [--weights FILE.safetensors] [--device cuda|cpu]\n"
     "         [--mode dag|stream-graph|eager|all] [--batch N] [--input-shape [NAME=]1x3x224x224]\n"
-    "         [--exits off|all|early] [--threshold T] [--threads N] [--warmup-ms 200]\n"
+    "         [--exits off|all|early] [--exit-output OUTPUT[=SPECULATE_UNTIL]] [--threshold T]\n"
+    "         [--threads N] [--warmup-ms 200]\n"
     "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
     "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
     "         [--export-json FILE]\n"
@@ -54,6 +55,9 @@ Model
   --load-input [NAME=]FILE a .npy for an input (default: seeded uniform values in [-1, 1))
   --exits off|all|early    exit heads (resnet18-exits): pruned, all computed, or the first
                            confident one stops the rest; --threshold T in [0, 1] (default 0.9)
+  --exit-output O[=S]      ONNX: graph output O is an exit head (N x classes logits) whose
+                           decision the backbone speculates past up to tensor S (default:
+                           nothing); repeatable, in the order the exits decide
 
 Execution
   --device cuda|cpu        default: cuda when a device is usable, else cpu
@@ -230,7 +234,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
       iterations, percentiles, sweep;
-  std::vector<std::string> load_inputs;
+  std::vector<std::string> load_inputs, exit_outputs;
   app.add_option("--model", o.model)->required();
   app.add_option("--weights", o.weights);
   app.add_option("--device", device);
@@ -244,7 +248,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--duration-s", duration);
   app.add_option("--iterations", iterations);
   app.add_option("--percentiles", percentiles);
-  app.add_option("--load-input", load_inputs);  // repeatable: one per input
+  app.add_option("--load-input", load_inputs);    // repeatable: one per input
+  app.add_option("--exit-output", exit_outputs);  // repeatable: one per exit
   app.add_option("--export-output", o.export_output);
   app.add_option("--export-weights", o.export_weights);
   app.add_option("--export-json", o.export_json);
@@ -288,9 +293,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
   if (given("--warmup-ms")) o.warmup_ms = number_in("--warmup-ms", warmup, 0.0, kMaxWarmupMs);
   if (given("--duration-s")) {
     o.duration_s = number_in("--duration-s", duration, 0.0, kMaxDurationS);
-    if (o.duration_s == 0) throw UsageError("--duration-s: 0 would time nothing; give a positive time");
+    if (o.duration_s == 0)
+      throw UsageError("--duration-s: 0 would time nothing; give a positive time");
   }
-  if (given("--iterations")) o.iterations = number_in("--iterations", iterations, 1, kMaxIterations);
+  if (given("--iterations"))
+    o.iterations = number_in("--iterations", iterations, 1, kMaxIterations);
   if (given("--percentiles")) {
     o.percentiles = parse_list<double>(percentiles, "--percentiles");
     for (double p : o.percentiles) {
@@ -301,6 +308,16 @@ std::optional<Options> parse_options(int argc, char** argv) {
   for (const std::string& input : load_inputs) {
     auto [name, path] = split_name(input);
     o.load_inputs.push_back({name, path});
+  }
+  for (const std::string& exit : exit_outputs) {
+    auto [output, speculate] = split_name(exit);
+    if (output.empty()) std::swap(output, speculate);  // no '=': the output alone
+    if (output.empty()) throw UsageError("--exit-output: give a graph output's name");
+    o.exit_outputs.push_back({output, speculate});
+  }
+  if (!o.exit_outputs.empty() && !o.model.ends_with(".onnx")) {
+    throw UsageError(
+        "--exit-output: only for ONNX models (the built-in resnet18-exits declares its own)");
   }
   if (given("--sweep-size")) {
     o.sweep_sizes = parse_list<std::int64_t>(sweep, "--sweep-size");

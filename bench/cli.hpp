@@ -25,6 +25,12 @@ struct InputFile {
   std::string path;
 };
 
+// --exit-output OUTPUT[=SPECULATE_UNTIL]: an ONNX graph output imported as an exit head.
+struct ExitOutput {
+  std::string output;
+  std::string speculate_until;  // an ONNX tensor name; empty: nothing speculated
+};
+
 struct Options {
   std::string model;             // a built-in name or a path to a .onnx file
   std::string weights;           // safetensors; empty: seeded random weights
@@ -41,6 +47,7 @@ struct Options {
   int iterations = 0;  // 0: run for duration_s
   std::vector<double> percentiles{90, 95, 99};
   std::vector<InputFile> load_inputs;
+  std::vector<ExitOutput> exit_outputs;  // ONNX models only
   std::string export_output, export_json, export_dot, timeline, export_plot, export_weights;
   bool info = false;
   std::vector<std::int64_t> sweep_sizes;

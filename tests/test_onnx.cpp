@@ -1049,3 +1049,99 @@ TEST_CASE("ONNX LRN, InstanceNormalization and LayerNormalization") {
           "broadcast to the normalised shape 4");
   }
 }
+
+namespace {
+
+// x -> Gemm -> h -> Relu -> r -> Gemm -> Relu -> Gemm -> final, and a head Gemm(h) -> exit0:
+// what torch.onnx.export writes for a module returning (final, exit0).
+OnnxBuilder exit_head_model() {
+  OnnxBuilder b;
+  b.input("x", {2, 8});
+  b.floats("w1", {8, 6}, random_vector(48, 21));
+  b.floats("w2", {6, 6}, random_vector(36, 22));
+  b.floats("w3", {6, 4}, random_vector(24, 23));
+  b.floats("head", {6, 4}, random_vector(24, 24));
+  b.node("Gemm", {"x", "w1"}, {"h"}, "stem");
+  b.node("Relu", {"h"}, {"r"}, "relu");
+  b.node("Gemm", {"r", "w2"}, {"s"}, "block");
+  b.node("Relu", {"s"}, {"t"}, "relu2");
+  b.node("Gemm", {"t", "w3"}, {"final"}, "classifier");
+  b.node("Gemm", {"h", "head"}, {"exit0"}, "exit_head");
+  b.output("final");
+  b.output("exit0");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("ONNX outputs declared as exits: heads come back once, under their names, and decide") {
+  const OnnxBuilder b = exit_head_model();
+  const auto x = random_vector(16, 25);
+  // The reference: both as plain outputs.
+  const OnnxModel plain = b.import();
+  const Result expected = Engine::build(plain.network, plain.weights, {.threads = 1})
+                              .create_context()
+                              .infer({{"x", x}});
+
+  const OnnxModel model = b.import({.exits = {{.output = "exit0", .speculate_until = "r"}}});
+  REQUIRE(model.network.exits().size() == 1);
+  CHECK(model.network.exits()[0].name == "exit0");
+  // The ONNX tensor 'r' is the Relu layer's output.
+  REQUIRE(model.network.find_value("relu").valid());
+  CHECK(model.network.exits()[0].speculate_until == model.network.find_value("relu"));
+  REQUIRE(model.network.outputs().size() == 1);
+  CHECK(model.network.outputs()[0].first == "final");
+
+  const Engine all =
+      Engine::build(model.network, model.weights, {.threads = 1, .exits = ExitPolicy::all});
+  const Result both = all.create_context().infer({{"x", x}});
+  CHECK(both.outputs.size() == 2);
+  CHECK(both.output("exit0").to_vector() == expected.output("exit0").to_vector());
+  CHECK(both.output("final").to_vector() == expected.output("final").to_vector());
+  REQUIRE(both.exits.size() == 1);
+  CHECK(both.exits[0].ran);
+  CHECK(both.answered_by == "final");
+
+  // Threshold 0: the exit fires and the rest of the network is skipped.
+  const Engine early = Engine::build(model.network, model.weights,
+                                     {.threads = 1, .exits = ExitPolicy::early, .threshold = 0.0f});
+  const Result fired = early.create_context().infer({{"x", x}});
+  CHECK(fired.answered_by == "exit0");
+  CHECK(fired.exits[0].fired);
+  CHECK_FALSE(fired.outputs.contains("final"));
+  CHECK(fired.output("exit0").to_vector() == expected.output("exit0").to_vector());
+  // Off: the head is pruned.
+  const Engine off =
+      Engine::build(model.network, model.weights, {.threads = 1, .exits = ExitPolicy::off});
+  const Result backbone = off.create_context().infer({{"x", x}});
+  CHECK(backbone.outputs.size() == 1);
+  CHECK(backbone.output("final").to_vector() == expected.output("final").to_vector());
+}
+
+TEST_CASE("ONNX exits that cannot be heads are refused by name") {
+  const OnnxBuilder b = exit_head_model();
+  const auto refused = [&](std::vector<OnnxExit> exits) {
+    return error_message([&] { b.import({.exits = std::move(exits)}); });
+  };
+  CHECK(refused({{.output = "h"}}) ==
+        "test.onnx: exit 'h' is not a graph output (outputs: final, exit0)");
+  CHECK(refused({{.output = "exit0"}, {.output = "exit0"}}) ==
+        "test.onnx: exit 'exit0' is declared twice");
+  CHECK(refused({{.output = "exit0", .speculate_until = "nothing"}}) ==
+        "test.onnx: exit 'exit0': speculate_until 'nothing' is not a tensor of the graph");
+  CHECK(refused({{.output = "exit0", .speculate_until = "w2"}}) ==
+        "test.onnx: exit 'exit0': speculate_until 'w2' is not a tensor of the graph (it is a "
+        "constant)");
+  CHECK(refused({{.output = "exit0"}, {.output = "final"}}) ==
+        "test.onnx: every graph output (final, exit0) is declared an exit; the final answer must "
+        "stay "
+        "an output");
+  OnnxBuilder flat;
+  flat.input("x", {2, 3, 4});
+  flat.node("Relu", {"x"}, {"y"}, "relu");
+  flat.node("Sigmoid", {"x"}, {"z"}, "sig");
+  flat.output("y");
+  flat.output("z");
+  CHECK(error_message([&] { flat.import({.exits = {{.output = "z"}}}); }) ==
+        "test.onnx: exit 'z' has shape 2x3x4; an exit head's logits must be N x classes");
+}

@@ -19,6 +19,10 @@
 #include <cgr/npy.hpp>
 #include <nlohmann/json.hpp>
 
+#if defined(CGR_HAVE_ONNX)
+#include "../onnx_builder.hpp"
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -220,9 +224,11 @@ TEST_CASE("cgr-bench: one cpu mode, JSON fields, ordering and the iteration coun
   {
     const auto& samples = m["samples"]["latency_ms"];
     double sum = 0, squares = 0;
-    for (const auto& v : samples) sum += v.get<double>();
+    for (const auto& v : samples)
+      sum += v.get<double>();
     const double mean = sum / static_cast<double>(samples.size());
-    for (const auto& v : samples) squares += (v.get<double>() - mean) * (v.get<double>() - mean);
+    for (const auto& v : samples)
+      squares += (v.get<double>() - mean) * (v.get<double>() - mean);
     CHECK(m["latency_ms"]["stddev"].get<double>() ==
           doctest::Approx(std::sqrt(squares / static_cast<double>(samples.size()))));
     CHECK(m["latency_ms"]["mean"].get<double>() == doctest::Approx(mean));
@@ -417,6 +423,41 @@ TEST_CASE("cgr-bench: --load-input feeds the model and --export-output writes it
   CHECK(unknown.err.find("no input named 'y'") != std::string::npos);
 }
 
+#if defined(CGR_HAVE_ONNX)
+TEST_CASE("cgr-bench: --exit-output makes an ONNX output an exit head that decides") {
+  // x -> Gemm -> h -> Relu -> r -> Gemm -> final, and a head Gemm(h) -> exit0.
+  cgr::test::OnnxBuilder b;
+  b.input("x", {1, 8});
+  b.floats("w1", {8, 6}, std::vector<float>(48, 0.1f));
+  b.floats("w2", {6, 4}, std::vector<float>(24, 0.2f));
+  b.floats("head", {6, 4}, std::vector<float>(24, -0.3f));
+  b.node("Gemm", {"x", "w1"}, {"h"}, "stem");
+  b.node("Relu", {"h"}, {"r"}, "relu");
+  b.node("Gemm", {"r", "w2"}, {"final"}, "classifier");
+  b.node("Gemm", {"h", "head"}, {"exit0"}, "exit_head");
+  b.output("final");
+  b.output("exit0");
+  const fs::path model = kWork / "exit_head.onnx", report = kWork / "exit_head.json";
+  fs::create_directories(kWork);
+  std::ofstream(model, std::ios::binary) << b.bytes();
+  const std::string common =
+      "--model " + quoted(model) + " --device cpu --warmup-ms 5 --mode dag --iterations 2";
+  const Run run = bench(
+      common + " --exit-output exit0=r --exits early --threshold 0 --export-json " + quoted(report),
+      "exit_output");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(load_json(report)["modes"][0]["answered_by"] == "exit0");  // threshold 0: it fires
+  const Run unknown = bench(common + " --exit-output h", "exit_output_unknown");
+  CHECK(unknown.status == 1);
+  CHECK(unknown.err.find("exit 'h' is not a graph output (outputs: final, exit0)") !=
+        std::string::npos);
+  const Run builtin = bench(kSmall + " --exit-output out", "exit_output_builtin");
+  CHECK(builtin.status == 2);
+  CHECK(builtin.err.find("--exit-output: only for ONNX models") != std::string::npos);
+}
+#endif
+
 TEST_CASE("cgr-bench: --help defines every metric the report prints") {
   const Run help = bench("--help", "help");
   REQUIRE(help.status == 0);
@@ -440,7 +481,8 @@ TEST_CASE("cgr-bench: --help defines every metric the report prints") {
     if (end != std::string::npos) labels.insert(line.substr(2, end - 2));
   }
   REQUIRE(labels.size() >= 6);
-  for (const char* statistic : {"min", "mean", "median", "max", "stddev", "pN"}) labels.insert(statistic);
+  for (const char* statistic : {"min", "mean", "median", "max", "stddev", "pN"})
+    labels.insert(statistic);
   for (const char* graph_fact : {"layers", "ops", "edges", "critical path", "width", "lanes",
                                  "arena", "weights", "build", "instantiate", "ratio vs dag"}) {
     labels.insert(graph_fact);

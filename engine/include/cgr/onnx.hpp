@@ -21,9 +21,21 @@
 
 namespace cgr {
 
+// A graph output to import as an early-exit head (Network::exit) instead of an output: the
+// head's logits (N x classes) come back once, under the output's name, when it ran.
+// `speculate_until` names the ONNX tensor (any node output or graph input) the backbone keeps
+// computing while the exit decides, e.g. the next stage's output; empty: nothing is speculated.
+struct OnnxExit {
+  std::string output = {};
+  std::string speculate_until = {};
+};
+
 struct OnnxImportOptions {
   // Concrete shapes for graph inputs whose dims are symbolic ("batch") or missing.
-  std::map<std::string, Shape, std::less<>> input_shapes;
+  std::map<std::string, Shape, std::less<>> input_shapes = {};
+  // Graph outputs that are exit heads, in the order the exits are declared (at least one
+  // graph output must stay an output).
+  std::vector<OnnxExit> exits = {};
 };
 
 struct OnnxModel {

@@ -4,9 +4,11 @@
 // whose op is shape arithmetic is folded; every other node goes to its op type's handler
 // (importer.hpp lists the files). Weights are copied into the model's Weights under the names
 // the created layers bind ("<layer>.weight", ...), transformed where the op needs it.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <mutex>
 
 #include "cgr/error.hpp"
@@ -173,16 +175,50 @@ void Importer::declare_inputs() {
 }
 
 void Importer::declare_outputs() {
-  for (const auto& output : graph_.output()) {
-    if (constants_.contains(output.name())) {
-      fail("{}: output '{}' is a constant; constant outputs are not supported", what_,
-           output.name());
+  std::vector<std::string> graph_outputs;
+  for (const auto& output : graph_.output())
+    graph_outputs.push_back(output.name());
+  std::map<std::string, const OnnxExit*, std::less<>> exits;
+  for (const OnnxExit& exit : options_.exits) {
+    if (std::find(graph_outputs.begin(), graph_outputs.end(), exit.output) == graph_outputs.end()) {
+      fail("{}: exit '{}' is not a graph output (outputs: {})", what_, exit.output,
+           fmt::join(graph_outputs, ", "));
     }
-    if (!values_.contains(output.name()) && !pads_.contains(output.name())) {
+    if (!exits.emplace(exit.output, &exit).second) {
+      fail("{}: exit '{}' is declared twice", what_, exit.output);
+    }
+    if (!exit.speculate_until.empty() && !values_.contains(exit.speculate_until) &&
+        !pads_.contains(exit.speculate_until)) {
+      fail("{}: exit '{}': speculate_until '{}' is not a tensor of the graph{}", what_, exit.output,
+           exit.speculate_until,
+           constants_.contains(exit.speculate_until) ? " (it is a constant)" : "");
+    }
+  }
+  if (!exits.empty() && exits.size() == graph_outputs.size()) {
+    fail("{}: every graph output ({}) is declared an exit; the final answer must stay an output",
+         what_, fmt::join(graph_outputs, ", "));
+  }
+  for (const auto& name : graph_outputs) {
+    if (constants_.contains(name)) {
+      fail("{}: output '{}' is a constant; constant outputs are not supported", what_, name);
+    }
+    if (!values_.contains(name) && !pads_.contains(name)) {
       fail("{}: graph output '{}' is not produced by any node, nor is it a graph input", what_,
-           output.name());
+           name);
     }
-    result_.network.output(output.name(), value(output.name(), what_));
+    if (!exits.contains(name)) result_.network.output(name, value(name, what_));
+  }
+  // Exits in the order given (the order Result::exits reports them).
+  for (const OnnxExit& exit : options_.exits) {
+    const std::string label = fmt::format("{}: exit '{}'", what_, exit.output);
+    const Value speculate =
+        exit.speculate_until.empty() ? Value{} : value(exit.speculate_until, label);
+    const Value logits = value(exit.output, label);
+    const Shape& shape = result_.network.desc(logits).shape;
+    if (shape.rank() != 2) {
+      fail("{} has shape {}; an exit head's logits must be N x classes", label, shape.to_string());
+    }
+    result_.network.exit(exit.output, logits, speculate);
   }
 }
 
@@ -199,7 +235,8 @@ void Importer::import_node(const ::onnx::NodeProto& node, int index) {
     if (const auto it = producers_.find(output); it != producers_.end()) {
       fail("{}: output '{}' is already produced by {}", label, output, it->second);
     }
-    if (constants_.contains(output)) fail("{}: output '{}' is an initializer's name", label, output);
+    if (constants_.contains(output))
+      fail("{}: output '{}' is an initializer's name", label, output);
     if (values_.contains(output)) fail("{}: output '{}' is a graph input's name", label, output);
     producers_.emplace(output, fmt::format("node '{}' ({})", node.name(), node.op_type()));
   }

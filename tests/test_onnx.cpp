@@ -1145,3 +1145,56 @@ TEST_CASE("ONNX exits that cannot be heads are refused by name") {
   CHECK(error_message([&] { flat.import({.exits = {{.output = "z"}}}); }) ==
         "test.onnx: exit 'z' has shape 2x3x4; an exit head's logits must be N x classes");
 }
+
+TEST_CASE("ONNX batch buckets: a symbolic batch becomes each bucket, other dims must be known") {
+  OnnxBuilder b;
+  b.input("x", {1, 8});
+  b.graph()
+      .mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("N");
+  b.floats("w", {8, 4}, random_vector(32, 31));
+  b.node("Gemm", {"x", "w"}, {"y"}, "fc");
+  b.output("y");
+  const auto path = std::filesystem::temp_directory_path() / "cgr_test_buckets.onnx";
+  std::ofstream(path, std::ios::binary) << b.bytes();
+  const BucketedEngine engine = build_onnx_buckets(path, {4, 2}, {.threads = 1});
+  CHECK(engine.buckets() == std::vector<std::int64_t>{2, 4});
+  CHECK(engine.engine(4).inputs()[0].shape == Shape{4, 8});
+  BucketedContext ctx = engine.create_context();
+  const auto x = random_vector(24, 32);
+  const Result result = ctx.infer({{"x", Tensor(Shape{3, 8}, x)}});
+  CHECK(ctx.last_bucket() == 4);
+  REQUIRE(result.output("y").shape() == Shape{3, 4});
+  const OnnxModel three = b.import({.input_shapes = {{"x", Shape{3, 8}}}});
+  const Result expected = Engine::build(three.network, three.weights, {.threads = 1})
+                              .create_context()
+                              .infer({{"x", x}});
+  CHECK(relative_error(result.output("y").to_vector(), expected.output("y").to_vector()) <= 1e-6);
+
+  OnnxBuilder wide;
+  wide.input("x", {1, 8});
+  wide.graph()
+      .mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_param("F");
+  wide.node("Relu", {"x"}, {"y"}, "relu");
+  wide.output("y");
+  std::ofstream(path, std::ios::binary) << wide.bytes();
+  CHECK(error_message([&] {
+          build_onnx_buckets(path, {1, 2});
+        }) ==
+        fmt::format("{}: input 'x' has a dynamic dimension 1 besides the batch; give its shape in "
+                    "OnnxImportOptions::input_shapes",
+                    path.string()));
+  const BucketedEngine given =
+      build_onnx_buckets(path, {1, 2}, {.threads = 1}, {.input_shapes = {{"x", Shape{7, 5}}}});
+  CHECK(given.engine(2).inputs()[0].shape == Shape{2, 5});
+  std::filesystem::remove(path);
+}

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cgr/batch_buckets.hpp"
 #include "cgr/network.hpp"
 #include "cgr/weights.hpp"
 
@@ -49,6 +50,14 @@ OnnxModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions
 // `what` names the source in error messages (a file name).
 OnnxModel import_onnx(std::span<const std::byte> bytes, std::string_view what,
                       const OnnxImportOptions& options = {});
+
+// One import and engine per batch bucket (cgr/batch_buckets.hpp): every graph input's leading
+// dim becomes the bucket, its other dims come from options.input_shapes or the file (a
+// symbolic dim other than the batch must be given there).
+BucketedEngine build_onnx_buckets(const std::filesystem::path& path,
+                                  std::vector<std::int64_t> buckets,
+                                  const EngineOptions& engine_options = {},
+                                  OnnxImportOptions options = {});
 
 // The op types import_onnx understands, sorted: the keys of its dispatch table. Gather, Slice,
 // Cast and ConstantOfShape only on constants (the shape arithmetic exporters emit).

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cgr/error.hpp"
 #include "cgr/files.hpp"
@@ -454,6 +455,59 @@ OnnxModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions
       read_file(path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()),
                 "an ONNX model (protobuf parses at most 2 GiB)");
   return import_onnx(data, path.string(), options);
+}
+
+BucketedEngine build_onnx_buckets(const std::filesystem::path& path,
+                                  std::vector<std::int64_t> buckets,
+                                  const EngineOptions& engine_options, OnnxImportOptions options) {
+  const std::vector<std::byte> data =
+      read_file(path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()),
+                "an ONNX model (protobuf parses at most 2 GiB)");
+  ::onnx::ModelProto model;
+  if (!model.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
+    fail("{}: not a valid ONNX model (protobuf parse failed)", path.string());
+  }
+  // The graph inputs that are not initializers, with their declared dims (-1: symbolic).
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer())
+    initializers.insert(init.name());
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> declared;
+  for (const auto& input : model.graph().input()) {
+    if (initializers.contains(input.name())) continue;
+    std::vector<std::int64_t> dims;
+    if (input.type().has_tensor_type() && input.type().tensor_type().has_shape()) {
+      for (const auto& dim : input.type().tensor_type().shape().dim())
+        dims.push_back(dim.has_dim_value() && dim.dim_value() > 0 ? dim.dim_value() : -1);
+    }
+    declared.emplace_back(input.name(), std::move(dims));
+  }
+  buckets = BucketedEngine::sorted_buckets(std::move(buckets));
+  std::vector<Engine> engines;
+  for (std::int64_t bucket : buckets) {
+    OnnxImportOptions per_bucket = options;
+    for (const auto& [name, file_dims] : declared) {
+      const auto given = options.input_shapes.find(name);
+      std::vector<std::int64_t> dims =
+          given != options.input_shapes.end() ? given->second.dims() : file_dims;
+      if (dims.empty()) {
+        fail("{}: input '{}' has no shape; give it in OnnxImportOptions::input_shapes (any batch)",
+             path.string(), name);
+      }
+      dims[0] = bucket;
+      for (std::size_t d = 1; d < dims.size(); ++d) {
+        if (dims[d] < 0) {
+          fail(
+              "{}: input '{}' has a dynamic dimension {} besides the batch; give its shape in "
+              "OnnxImportOptions::input_shapes",
+              path.string(), name, d);
+        }
+      }
+      per_bucket.input_shapes[name] = Shape(std::move(dims));
+    }
+    const OnnxModel imported = import_onnx(data, path.string(), per_bucket);
+    engines.push_back(Engine::build(imported.network, imported.weights, engine_options));
+  }
+  return BucketedEngine::from_engines(std::move(buckets), std::move(engines));
 }
 
 }  // namespace cgr

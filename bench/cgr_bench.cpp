@@ -217,6 +217,14 @@ LoadedModel load_model(const Options& o, std::optional<std::int64_t> size) {
     m.facts.inputs.push_back(m.net.desc(v));
   for (const auto& [name, v] : m.net.outputs())
     m.facts.outputs.push_back({name, m.net.desc(v).shape});
+  for (const auto& exit : m.net.exits())
+    m.facts.exits.push_back(exit.name);
+  if (m.facts.exits.empty() && o.exits_given) {
+    throw UsageError(fmt::format(
+        "--exits / --threshold: {} has no exit heads (an ONNX model's outputs become heads with "
+        "--exit-output)",
+        o.model));
+  }
   m.facts.batch = m.facts.inputs.empty() || m.facts.inputs[0].shape.rank() == 0
                       ? 1
                       : m.facts.inputs[0].shape[0];
@@ -471,7 +479,9 @@ int run(const Options& o) {
   } else if (const std::string reason = cuda_unavailable_reason(); reason.empty()) {
     device = Device::cuda;
   } else {
-    fmt::print("GPU not used ({}); running on the CPU executor.\n", reason);
+    // The driver's full words only on request: without a GPU they are a long, alarming line.
+    fmt::print("no usable CUDA device; running on the CPU executor{}\n",
+               o.verbose ? fmt::format(" ({})", reason) : " (--verbose says why)");
   }
   const std::vector<Mode> modes = modes_of(o, device);
   check_outputs(o);

@@ -15,6 +15,8 @@
 
 #include <cgr/thread_pool.hpp>
 
+#include "cgr_source_commit.hpp"
+
 namespace cgr::bench {
 namespace {
 
@@ -35,7 +37,8 @@ constexpr const char* kUsage =
     "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
     "         [--export-json FILE]\n"
     "         [--export-dot FILE] [--timeline FILE.svg] [--info]\n"
-    "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--help]\n";
+    "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--verbose] [--version]\n"
+    "         [--help]\n";
 
 constexpr const char* kHelp = R"(
 cgr-bench replays one network on a cgr engine and reports how long inferences take, in the
@@ -69,13 +72,15 @@ Execution
                            most 4 per hardware thread)
   --warmup-ms MS           untimed runs first, for at least MS milliseconds (default 200, at
                            most an hour)
-  --duration-s S           then timed runs until S seconds have passed (default 3, at most a
-                           day) ...
+  --duration-s S           then timed runs until S seconds have passed and at least 10 ran
+                           (default 3, at most a day) ...
   --iterations N           ... or, when given, exactly N timed runs per mode (wins over S)
   --percentiles P,...      latency percentiles to report (default 90,95,99)
 
 Outputs
   --info                   print the graph facts and exit
+  --version                print cgr-bench's version and source commit and exit
+  --verbose                say why a GPU is not used (the driver's words)
   --export-json FILE       the report's numbers plus every iteration's times
   --export-output DIR      one inference's outputs as DIR/NAME.npy (first mode); in NAME
                            every character outside [A-Za-z0-9._-] becomes '_', so an
@@ -106,7 +111,8 @@ Metrics
   min              the smallest latency over the timed iterations of a mode
   mean             their average
   max              the largest
-  median           the middle latency (mean of the two middle ones for an even count)
+  median           p50: the smallest latency with at least half the iterations at or below
+                   it (the same nearest-rank definition as every pN)
   pN               nearest-rank percentile: the smallest latency with at least N% of the
                    iterations at or below it
   stddev           population standard deviation of the latency
@@ -201,6 +207,14 @@ ModeChoice parse_mode_choice(const std::string& text) {
 
 }  // namespace
 
+std::string_view source_commit() {
+  return CGR_SOURCE_COMMIT;
+}
+
+std::string version_line() {
+  return fmt::format("cgr-bench {} (commit {})\n", CGR_VERSION, source_commit());
+}
+
 const char* usage_text() {
   return kUsage;
 }
@@ -231,11 +245,18 @@ std::optional<Options> parse_options(int argc, char** argv) {
   CLI::App app("cgr-bench", "cgr-bench");
   // --help prints this tool's own texts (the options and every metric's definition).
   app.set_help_flag("-h,--help");
+  // A flag given twice is a mistake to point out, not a choice to make silently; only the
+  // per-input and per-exit options repeat.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  bool version = false;
+  app.add_flag("--version", version);
+  app.add_flag("--verbose", o.verbose);
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
       iterations, percentiles, sweep;
   std::vector<std::string> load_inputs, exit_outputs;
-  app.add_option("--model", o.model)->required();
+  // Required, unless --version asks for the version alone.
+  app.add_option("--model", o.model);
   app.add_option("--weights", o.weights);
   app.add_option("--device", device);
   app.add_option("--mode", mode);
@@ -248,8 +269,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--duration-s", duration);
   app.add_option("--iterations", iterations);
   app.add_option("--percentiles", percentiles);
-  app.add_option("--load-input", load_inputs);    // repeatable: one per input
-  app.add_option("--exit-output", exit_outputs);  // repeatable: one per exit
+  app.add_option("--load-input", load_inputs)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one per input
+  app.add_option("--exit-output", exit_outputs)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one per exit
   app.add_option("--export-output", o.export_output);
   app.add_option("--export-weights", o.export_weights);
   app.add_option("--export-json", o.export_json);
@@ -268,6 +291,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
     throw UsageError(e.what());
   }
 
+  if (version) {
+    std::fputs(version_line().c_str(), stdout);
+    return std::nullopt;
+  }
+  if (o.model.empty()) throw UsageError("--model is required");
   auto given = [&](const char* name) { return app.count(name) > 0; };
   if (given("--device")) {
     if (device != "cpu" && device != "cuda")
@@ -286,10 +314,14 @@ std::optional<Options> parse_options(int argc, char** argv) {
       throw UsageError("--exits: '" + exits + "' is not off, all or early");
     }
     o.exits = parse_exit_policy(exits);
+    o.exits_given = true;
   }
   // 0 threads: one per hardware thread.
   if (given("--threads")) o.threads = number_in("--threads", threads, 0, ThreadPool::max_threads());
-  if (given("--threshold")) o.threshold = number_in("--threshold", threshold, 0.0f, 1.0f);
+  if (given("--threshold")) {
+    o.threshold = number_in("--threshold", threshold, 0.0f, 1.0f);
+    o.exits_given = true;
+  }
   if (given("--warmup-ms")) o.warmup_ms = number_in("--warmup-ms", warmup, 0.0, kMaxWarmupMs);
   if (given("--duration-s")) {
     o.duration_s = number_in("--duration-s", duration, 0.0, kMaxDurationS);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct Options {
   std::string input_name;  // --input-shape NAME=...; empty: the first input
   std::optional<Shape> input_shape;
   ExitPolicy exits = ExitPolicy::all;
+  bool exits_given = false;  // --exits or --threshold: a usage error on a model without heads
   float threshold = 0.9f;
   int threads = 0;  // 0: one per hardware thread
   double warmup_ms = 200;
@@ -50,12 +52,16 @@ struct Options {
   std::vector<ExitOutput> exit_outputs;  // ONNX models only
   std::string export_output, export_json, export_dot, timeline, export_plot, export_weights;
   bool info = false;
+  bool verbose = false;
   std::vector<std::int64_t> sweep_sizes;
   std::vector<std::string> argv;  // the command as given, for the reports
 };
 
 // The usage line(s) printed after every argument error.
 const char* usage_text();
+// "cgr-bench 0.1.0 (commit 0123abcd4567)\n": the project version and the source commit built.
+std::string version_line();
+std::string_view source_commit();
 // --help: the options and the definition of every metric the report prints.
 const char* help_text();
 

@@ -21,7 +21,6 @@ struct DeviceInfo {
   std::string compute_capability, driver_version, runtime_version;  // cuda: "9.0", "12.4"
 };
 
-
 DeviceInfo describe_device(Device device, int threads);
 
 }  // namespace cgr::bench

@@ -47,7 +47,8 @@ Stats summarize(std::vector<double> values, const std::vector<double>& percentil
   s.min = values.front();
   s.max = values.back();
   s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(n);
-  s.median = n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  // One percentile definition for all of them (nearest rank): the median is p50.
+  s.median = values[(n + 1) / 2 - 1];
   double squares = 0;
   for (double v : values)
     squares += (v - s.mean) * (v - s.mean);
@@ -133,7 +134,8 @@ void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule) {
     }
     if (rule.iterations > 0) {
       if (static_cast<int>(round) + 1 >= rule.iterations) break;
-    } else if (ms_since(start) >= rule.duration_s * 1000.0) {
+    } else if (static_cast<int>(round) + 1 >= kMinTimedIterations &&
+               ms_since(start) >= rule.duration_s * 1000.0) {
       break;
     }
   }

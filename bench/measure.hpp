@@ -31,11 +31,11 @@ struct ModeRun {
   Mode mode = Mode::dag;
   Engine engine;
   ExecutionContext context;
-  double build_ms = 0;        // Engine::build
-  double instantiate_ms = 0;  // Engine::create_context
+  double build_ms = 0;                        // Engine::build
+  double instantiate_ms = 0;                  // Engine::create_context
   std::optional<CudaGraphReport> cuda_graph;  // graph modes on cuda: the graph against its plan
-  bool has_enqueue = false;  // separate host enqueue times (cuda graph modes)
-  bool has_gpu = false;      // GPU compute times (cuda graph modes)
+  bool has_enqueue = false;                   // separate host enqueue times (cuda graph modes)
+  bool has_gpu = false;                       // GPU compute times (cuda graph modes)
   std::vector<double> latency_ms, enqueue_ms, gpu_ms;  // per timed iteration
   int ops_executed = 0;                                // of the last run
   std::string answered_by;                             // of the last run: an exit's name or "final"
@@ -50,10 +50,14 @@ ModeRun make_mode_run(const Network& net, const Weights& weights, const EngineOp
 // Copies the tensors into the context's input buffers (by name).
 void fill_inputs(ExecutionContext& context, const InputTensors& inputs);
 
+// A duration alone never times fewer runs per mode than this (trtexec's floor too): with one
+// or two, every percentile is the maximum and the spread says nothing.
+constexpr int kMinTimedIterations = 10;
+
 struct StopRule {
   double warmup_ms = 200;
-  double duration_s = 3;
-  int iterations = 0;  // > 0: exactly this many timed runs per mode
+  double duration_s = 3;  // then at least kMinTimedIterations per mode
+  int iterations = 0;     // > 0: exactly this many timed runs per mode
 };
 
 // Warm-up, then timed rounds with one run of each mode per round (the first mode rotating),

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace cgr::bench {
 namespace {
@@ -78,7 +79,11 @@ void print_model_and_device(const ModelFacts& model, const DeviceInfo& device,
   }
   for (const auto& out : model.outputs)
     fmt::print("output         {} {}\n", out.name, out.shape.to_string());
-  fmt::print("exits          {} (threshold {})\n", to_string(options.exits), options.threshold);
+  // Only a model with exit heads has an exit policy (cgr-bench refuses --exits otherwise).
+  if (!model.exits.empty()) {
+    fmt::print("exits          {}: {} (threshold {})\n", fmt::join(model.exits, ", "),
+               to_string(options.exits), options.threshold);
+  }
   fmt::print("=== Device ===\n");
   if (device.device == Device::cpu) {
     fmt::print("device         cpu: {}, {} hardware threads, engine computes on {}\n", device.name,
@@ -111,12 +116,13 @@ void print_graph_facts(const std::vector<ModeRun>& runs) {
                          run.instantiate_ms);
     if (run.cuda_graph) {
       const CudaGraphReport& g = *run.cuda_graph;
-      nodes += fmt::format("\n  {:<13}{} nodes, {} edges, {} conditional; plan {} nodes, {} edges: {}",
-                           to_string(run.mode), g.nodes, g.edges, g.conditional_nodes, g.planned_nodes,
-                           g.planned_edges,
-                           g.mismatches.empty() ? "as planned"
-                                                : fmt::format("{} MISMATCHES, first: {}", g.mismatches.size(),
-                                                              g.mismatches.front()));
+      nodes += fmt::format(
+          "\n  {:<13}{} nodes, {} edges, {} conditional; plan {} nodes, {} edges: {}",
+          to_string(run.mode), g.nodes, g.edges, g.conditional_nodes, g.planned_nodes,
+          g.planned_edges,
+          g.mismatches.empty()
+              ? "as planned"
+              : fmt::format("{} MISMATCHES, first: {}", g.mismatches.size(), g.mismatches.front()));
     }
   }
   fmt::print("build / inst.{}\n", times);
@@ -239,6 +245,8 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
   using nlohmann::json;
   json j;
   j["tool"] = "cgr-bench";
+  j["version"] = CGR_VERSION;
+  j["commit"] = std::string(source_commit());
   j["command"] = options.argv;
   json inputs = json::array(), outputs = json::array();
   for (std::size_t i = 0; i < model.inputs.size(); ++i) {
@@ -267,9 +275,12 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
       {"duration_s", options.duration_s},
       {"iterations", options.iterations > 0 ? json(options.iterations) : json(nullptr)},
       {"percentiles", options.percentiles},
-      {"exits", to_string(options.exits)},
-      {"threshold",
-       std::stod(fmt::format("{}", options.threshold))}};  // 0.9, not 0.8999999761581421
+      {"exits", model.exits.empty() ? json(nullptr) : json(to_string(options.exits))},
+      {"exit_heads", model.exits},
+      {"threshold", model.exits.empty()
+                        ? json(nullptr)
+                        : json(std::stod(fmt::format(
+                              "{}", options.threshold)))}};  // 0.9, not 0.8999999761581421
   if (!runs.empty()) {
     const EngineInfo info = runs.front().engine.info();
     j["graph"] = {{"layers", info.layers},
@@ -293,13 +304,14 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
         {"mode", to_string(run.mode)},
         {"build_ms", run.build_ms},
         {"instantiate_ms", run.instantiate_ms},
-        {"cuda_graph", run.cuda_graph ? json{{"nodes", run.cuda_graph->nodes},
-                                             {"edges", run.cuda_graph->edges},
-                                             {"conditional_nodes", run.cuda_graph->conditional_nodes},
-                                             {"planned_nodes", run.cuda_graph->planned_nodes},
-                                             {"planned_edges", run.cuda_graph->planned_edges},
-                                             {"mismatches", run.cuda_graph->mismatches}}
-                                      : json(nullptr)},
+        {"cuda_graph", run.cuda_graph
+                           ? json{{"nodes", run.cuda_graph->nodes},
+                                  {"edges", run.cuda_graph->edges},
+                                  {"conditional_nodes", run.cuda_graph->conditional_nodes},
+                                  {"planned_nodes", run.cuda_graph->planned_nodes},
+                                  {"planned_edges", run.cuda_graph->planned_edges},
+                                  {"mismatches", run.cuda_graph->mismatches}}
+                           : json(nullptr)},
         {"iterations", latency.count},
         {"latency_ms", stats_json(latency)},
         {"throughput_per_s", throughput(run)},
@@ -313,10 +325,10 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
         {"answered_by", run.answered_by},
         {"ratio_vs_dag", dag_median > 0 ? json(latency.median / dag_median) : json(nullptr)},
         // JSON has no infinity: a NaN on one side only is the string "inf".
-        {"max_abs_diff_vs_dag",
-         !run.max_abs_diff_vs_dag             ? json(nullptr)
-         : std::isfinite(*run.max_abs_diff_vs_dag) ? json(*run.max_abs_diff_vs_dag)
-                                                   : json("inf")},
+        {"max_abs_diff_vs_dag", !run.max_abs_diff_vs_dag ? json(nullptr)
+                                : std::isfinite(*run.max_abs_diff_vs_dag)
+                                    ? json(*run.max_abs_diff_vs_dag)
+                                    : json("inf")},
         {"non_finite_outputs", run.non_finite_outputs}};
     m["samples"] = {{"latency_ms", run.latency_ms},
                     {"enqueue_ms", run.has_enqueue ? json(run.enqueue_ms) : json(nullptr)},

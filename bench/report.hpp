@@ -24,6 +24,7 @@ struct ModelFacts {
   std::vector<TensorDesc> inputs, outputs;
   std::vector<std::string> input_sources;  // per input: "seeded" or the .npy path
   std::int64_t batch = 1;
+  std::vector<std::string> exits;  // the exit heads' names, in decision order
 };
 
 // The graph facts of an engine and its build/instantiate times, per mode.

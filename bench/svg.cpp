@@ -33,7 +33,6 @@ std::string number(double value) {
   return fmt::format("{:.6g}", value);
 }
 
-
 // What of an op's name fits `width` pixels at ~6.5 px per character (11 px font): the whole
 // name, else its first fused layer ("conv1" of "conv1+bn1+relu"), else a prefix of that.
 std::string fit_label(const std::string& name, double width) {

@@ -177,6 +177,7 @@ void check_stats(const json& s, const std::vector<std::string>& percentiles) {
     INFO(p);
     REQUIRE(s["percentiles"].contains(p));
     const double v = s["percentiles"][p];
+    if (p == "p50") CHECK(v == median);  // one percentile definition
     CHECK(v >= previous);
     CHECK(v <= max);
     previous = v;
@@ -201,6 +202,12 @@ TEST_CASE("cgr-bench: one cpu mode, JSON fields, ordering and the iteration coun
     CHECK(j.contains(key));
   }
   CHECK(j["model"]["name"] == "two-branch");
+  CHECK(j["version"].get<std::string>().find('.') != std::string::npos);
+  CHECK_FALSE(j["commit"].get<std::string>().empty());
+  // No exit heads: no exit policy reported.
+  CHECK(j["settings"]["exits"].is_null());
+  CHECK(j["settings"]["exit_heads"].empty());
+  CHECK(run.out.find("exits          ") == std::string::npos);
   CHECK(j["model"]["inputs"][0]["shape"] == json::array({1, 3, 16, 16}));
   CHECK(j["device"]["kind"] == "cpu");
   CHECK(j["device"]["threads"].get<int>() > 0);
@@ -276,6 +283,13 @@ TEST_CASE("cgr-bench: --duration-s stops a run without --iterations") {
   const json j = load_json(report);
   const json& m = j["modes"][0];
   CHECK(m["iterations"].get<int>() >= 1);
+  // However short the duration, at least 10 timed runs per mode (p99 is not simply the max).
+  const fs::path brief_report = kWork / "brief.json";
+  const Run brief =
+      bench(kSmall + " --duration-s 0.000001 --export-json " + quoted(brief_report), "brief");
+  REQUIRE(brief.status == 0);
+  for (const json& mode : load_json(brief_report)["modes"])
+    CHECK(mode["iterations"].get<int>() >= 10);
   double total = 0;
   for (double t : m["samples"]["latency_ms"])
     total += t;
@@ -371,6 +385,10 @@ TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
       "--model resnet18 --input-shape 1x4x32x32",
       "--model two-branch --export-plot x.svg",
       "--model two-branch --threads",
+      "--model two-branch --iterations 3 --iterations 4",  // a repeated flag
+      "--model two-branch --device cpu --exits early",     // no exit heads
+      "--model two-branch --device cpu --threshold 0.5",
+      "--device cpu",  // no model
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     INFO("args: " << bad[i]);
@@ -380,6 +398,17 @@ TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
     CHECK(run.err.find("cgr-bench: ") == 0);
     CHECK(run.err.find("usage: cgr-bench") != std::string::npos);
   }
+}
+
+TEST_CASE("cgr-bench: --version prints the version and commit, and misused flags are named") {
+  const Run version = bench("--version", "version");
+  CHECK(version.status == 0);
+  CHECK(version.out.rfind("cgr-bench 0.", 0) == 0);
+  CHECK(version.out.find("(commit ") != std::string::npos);
+  const Run exits = bench("--model two-branch --device cpu --exits early", "no_heads");
+  CHECK(exits.err.find("two-branch has no exit heads") != std::string::npos);
+  const Run repeated = bench("--model two-branch --iterations 3 --iterations 4", "repeated");
+  CHECK(repeated.err.find("--iterations") != std::string::npos);
 }
 
 TEST_CASE("cgr-bench: a model that fails to load exits 1 with the loader's message") {

@@ -309,36 +309,6 @@ std::vector<ModeRun> build_runs(const LoadedModel& m, const InputTensors& inputs
   return runs;
 }
 
-// Largest |difference| between the outputs one inference of each mode computed and dag's
-// (every mode must compute the same function; a difference here is a bug worth seeing).
-void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
-  if (runs.size() < 2 || runs.front().mode != Mode::dag) return;
-  NamedInputs named;
-  for (const auto& [name, tensor] : inputs)
-    named.emplace_back(name, TensorView(tensor));
-  const Result reference = runs.front().context.infer(named);
-  for (std::size_t k = 1; k < runs.size(); ++k) {
-    const Result result = runs[k].context.infer(named);
-    double diff = 0;
-    for (const auto& [name, tensor] : result.outputs) {
-      const auto it = reference.outputs.find(name);
-      if (it == reference.outputs.end()) continue;
-      const auto a = tensor.f32(), b = it->second.f32();
-      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-        // NaN on one side only, or infinities that differ, is an infinite difference; NaN on
-        // both sides agrees. (std::max would drop a NaN difference and report 0.)
-        if (std::isnan(a[i]) || std::isnan(b[i])) {
-          if (std::isnan(a[i]) != std::isnan(b[i])) diff = std::numeric_limits<double>::infinity();
-        } else if (a[i] != b[i]) {
-          diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-        }
-      }
-    }
-    runs[k].max_abs_diff_vs_dag = diff;
-  }
-  runs.front().max_abs_diff_vs_dag = 0.0;
-}
-
 // The .npy file of every output of `engine` under `dir` (cgr::output_file_paths: names made
 // safe, collisions refused), by output name.
 std::map<std::string, std::filesystem::path> output_files(const Engine& engine,

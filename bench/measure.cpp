@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -149,6 +150,34 @@ void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule) {
       }
     }
   }
+}
+
+void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
+  if (runs.size() < 2 || runs.front().mode != Mode::dag) return;
+  NamedInputs named;
+  for (const auto& [name, tensor] : inputs)
+    named.emplace_back(name, TensorView(tensor));
+  const Result reference = runs.front().context.infer(named);
+  for (std::size_t k = 1; k < runs.size(); ++k) {
+    const Result result = runs[k].context.infer(named);
+    double diff = 0;
+    for (const auto& [name, tensor] : result.outputs) {
+      const auto it = reference.outputs.find(name);
+      if (it == reference.outputs.end()) continue;
+      const auto a = tensor.f32(), b = it->second.f32();
+      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        // NaN on one side only, or infinities that differ, is an infinite difference; NaN on
+        // both sides agrees. (std::max would drop a NaN difference and report 0.)
+        if (std::isnan(a[i]) || std::isnan(b[i])) {
+          if (std::isnan(a[i]) != std::isnan(b[i])) diff = std::numeric_limits<double>::infinity();
+        } else if (a[i] != b[i]) {
+          diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+        }
+      }
+    }
+    runs[k].max_abs_diff_vs_dag = diff;
+  }
+  runs.front().max_abs_diff_vs_dag = 0.0;
 }
 
 std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTensors& inputs) {

@@ -64,6 +64,11 @@ struct StopRule {
 // until the rule says stop.
 void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule);
 
+// Largest |difference| between the outputs one inference of each mode computed and dag's,
+// into each run's max_abs_diff_vs_dag (every mode must compute the same function; a difference
+// here is a bug worth seeing). Nothing when there is one mode or the first is not dag.
+void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs);
+
 // One op of one profiled inference, times since the start of the run.
 struct OpSpan {
   std::string op;

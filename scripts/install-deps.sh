@@ -8,9 +8,13 @@
 #   scripts/install-deps.sh --tests   plus what the test suite needs: Debian's PyTorch,
 #                                     torchvision, scikit-learn and onnx (the conformance
 #                                     reference; the main job's training),
-#                                     clang with its runtime (libFuzzer), and onnxruntime from
-#                                     PyPI into /opt/cgr/python (the second reference; Debian
-#                                     has no package), pinned to a wheel for Debian's numpy
+#                                     clang with its runtime (libFuzzer), Python's headers, venv
+#                                     and pytest (the Python package), and from PyPI into
+#                                     /opt/cgr/python (Debian has no package, or too old a one):
+#                                     onnxruntime (the second reference), pinned to a wheel for
+#                                     Debian's numpy; nanobind and scikit-build-core (the Python
+#                                     package's build) with the packaging and pathspec versions
+#                                     scikit-build-core needs
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev
@@ -19,7 +23,7 @@ if [[ "${1:-}" == "--sample" || "${1:-}" == "--tests" ]]; then
   packages+=(python3 python3-numpy python3-torch python3-torchvision python3-sklearn)
 fi
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3-onnx clang libclang-rt-14-dev)
+  packages+=(python3-onnx clang libclang-rt-14-dev python3-dev python3-venv python3-pytest)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -42,5 +46,20 @@ if [[ "${1:-}" == "--tests" ]]; then
       --target "$python_deps" onnxruntime==1.19.2 2>&1 | grep -v "as the 'root' user" || true
     PYTHONPATH=$python_deps /usr/bin/python3 -c "import onnxruntime" ||
       { echo "cgr: onnxruntime did not install into $python_deps" >&2; exit 1; }
+  fi
+  # The Python package's build: pure-Python wheels, pinned, without their dependencies (the
+  # two scikit-build-core needs are pinned here too).
+  python_build=(nanobind==2.9.2 scikit-build-core==0.11.6 packaging==24.2 pathspec==0.12.1)
+  # Each at its pinned version, found first on the path (before Debian's older packaging).
+  pinned_found='import importlib.metadata as m, sys
+sys.exit(any(m.version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))'
+  if ! PYTHONPATH=$python_deps /usr/bin/python3 -c "$pinned_found" "${python_build[@]}" \
+      >/dev/null 2>&1; then
+    echo "cgr: installing ${python_build[*]} into $python_deps"
+    "${sudo_cmd[@]}" /usr/bin/python3 -m pip install -q --disable-pip-version-check --no-deps \
+      --upgrade --target "$python_deps" "${python_build[@]}" 2>&1 |
+      grep -v "as the 'root' user" || true
+    PYTHONPATH=$python_deps /usr/bin/python3 -c "import nanobind, scikit_build_core" ||
+      { echo "cgr: nanobind or scikit-build-core did not install into $python_deps" >&2; exit 1; }
   fi
 fi

@@ -1,0 +1,147 @@
+"""Engines from PyTorch and ONNX: numbers against PyTorch, the kinds of arrays in and out,
+what an engine and a result tell."""
+
+import pathlib
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import cgr
+from conftest import relative_error
+
+
+def test_compiled_two_branch_model_matches_pytorch(two_branch, image, two_branch_engine):
+    want = two_branch(image).detach().numpy()
+    got = two_branch_engine(image.numpy())["output"]
+    assert relative_error(got, want) <= 1e-5
+    eager = cgr.compile(two_branch, image, mode="eager", threads=1)
+    assert eager.mode == "eager"
+    assert relative_error(eager(image)["output"].numpy(), want) <= 1e-5
+
+
+def test_numpy_in_numpy_out(two_branch_engine, image):
+    result = two_branch_engine(image.numpy())
+    out = result["output"]
+    assert type(out) is np.ndarray
+    assert out.dtype == np.float32 and out.shape == (1, 10)
+    # The array owns its data: writable, and later inferences do not change it.
+    assert out.flags.writeable and out.flags.c_contiguous
+    kept = out.copy()
+    two_branch_engine(np.zeros((1, 3, 16, 16), np.float32))
+    np.testing.assert_array_equal(out, kept)
+
+
+def test_torch_in_torch_out(two_branch, two_branch_engine, image):
+    result = two_branch_engine(image)
+    out = result["output"]
+    assert isinstance(out, torch.Tensor)
+    assert out.dtype == torch.float32 and out.device.type == "cpu" and tuple(out.shape) == (1, 10)
+    assert relative_error(out.numpy(), two_branch(image).detach().numpy()) <= 1e-5
+    # A tensor that requires grad is read without its graph; a non-contiguous one is made
+    # contiguous first (a layout conversion only).
+    with_grad = image.clone().requires_grad_(True)
+    np.testing.assert_array_equal(two_branch_engine(with_grad)["output"].numpy(), out.numpy())
+    transposed = image.transpose(2, 3).contiguous().transpose(2, 3)
+    assert not transposed.is_contiguous()
+    np.testing.assert_array_equal(two_branch_engine(transposed)["output"].numpy(), out.numpy())
+    strided = np.asfortranarray(image.numpy())
+    np.testing.assert_array_equal(two_branch_engine(strided)["output"], out.numpy())
+
+
+def test_from_onnx_file_path_and_bytes(two_branch, two_branch_onnx, image):
+    engine = cgr.Engine.from_onnx(two_branch_onnx, threads=1)
+    assert engine.inputs == [cgr.TensorSpec("image", (1, 3, 16, 16))]
+    assert engine.outputs == [cgr.TensorSpec("logits", (1, 10))]
+    assert (engine.device, engine.mode, engine.exit_policy, engine.threads) == (
+        "cpu", "dag", "all", 1)
+    assert engine.threshold == pytest.approx(0.9)
+    assert engine.exit_names == []
+    want = two_branch(image).detach().numpy()
+    assert relative_error(engine(image.numpy())["logits"], want) <= 1e-5
+    from_str = cgr.Engine.from_onnx(str(two_branch_onnx), threads=1)
+    from_bytes = cgr.Engine.from_onnx(pathlib.Path(two_branch_onnx).read_bytes(), threads=1)
+    for other in (from_str, from_bytes):
+        np.testing.assert_array_equal(other(image.numpy())["logits"],
+                                      engine(image.numpy())["logits"])
+
+
+def test_engine_info_and_ops(two_branch_engine):
+    info = two_branch_engine.info()
+    assert set(info) == {"layers", "ops", "edges", "critical_path", "critical_path_us",
+                         "max_width", "arena_bytes", "activation_bytes", "weight_bytes"}
+    # Two branches run side by side: the graph is at least two wide and its longest chain is
+    # shorter than the op count. BatchNorm and ReLU fold into the convs.
+    assert info["max_width"] >= 2
+    assert 0 < info["critical_path"] < info["ops"] < info["layers"]
+    assert 0 < info["arena_bytes"] <= info["activation_bytes"]
+    # 3x3 convs 3->8, 8->8, 3->8, a 1x1 8->8 and Linear 16->10: weights and biases in float32.
+    params = (8 * 3 * 9 + 8) + (8 * 8 * 9 + 8) + (8 * 3 * 9 + 8) + (8 * 8 + 8) + (16 * 10 + 10)
+    assert info["weight_bytes"] >= 4 * params
+    names = two_branch_engine.op_names()
+    assert len(names) == info["ops"] and all(isinstance(n, str) and n for n in names)
+    assert any("+" in n for n in names)  # fused conv + BatchNorm + ReLU
+    assert "device='cpu'" in repr(two_branch_engine)
+
+
+def test_contexts_and_result(two_branch_engine, image):
+    ctx = two_branch_engine.create_context()
+    result = ctx(image.numpy())
+    same = ctx.infer({"image": image.numpy()})
+    np.testing.assert_array_equal(result["output"], same["output"])
+    np.testing.assert_array_equal(result["output"], two_branch_engine(image.numpy())["output"])
+    assert result.answered_by == "final"
+    assert result.exits == []
+    assert result.non_finite_outputs == []
+    assert list(result) == ["output"] and "output" in result and len(result) == 1
+    assert ctx.ops_executed == two_branch_engine.info()["ops"]
+    assert sorted(ctx.executed_ops()) == sorted(two_branch_engine.op_names())
+    with pytest.raises(KeyError, match=r"no output named 'logits' in this result \(outputs: output\)"):
+        result["logits"]
+    nan_input = np.full((1, 3, 16, 16), np.nan, np.float32)
+    assert ctx(nan_input).non_finite_outputs == ["output"]
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(2, 4, 1)
+
+    def forward(self, rgb, depth):
+        return torch.relu(self.a(rgb)) + self.b(depth)
+
+
+def test_several_inputs_bind_by_name():
+    torch.manual_seed(3)
+    model = TwoInputs().eval()
+    rgb, depth = torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8)
+    engine = cgr.compile(model, (rgb, depth), threads=1)
+    assert [s.name for s in engine.inputs] == ["rgb", "depth"]  # forward's parameter names
+    want = model(rgb, depth).detach().numpy()
+    assert relative_error(engine(rgb=rgb, depth=depth)["output"].numpy(), want) <= 1e-5
+    got = engine.create_context().infer({"depth": depth.numpy(), "rgb": rgb.numpy()})
+    assert relative_error(got["output"], want) <= 1e-5
+    with pytest.raises(cgr.Error, match=r"this engine has 2 inputs \('rgb' 1x3x8x8, 'depth' "
+                                        r"1x2x8x8\): pass them by name"):
+        engine(rgb)
+    with pytest.raises(cgr.Error, match=r"input 'depth' \(1x2x8x8\) is missing"):
+        engine(rgb=rgb)
+
+
+def test_compile_names_outputs_and_keeps_no_files(two_branch, image, tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    kept = tmp_path / "kept.onnx"
+    engine = cgr.compile(two_branch, image, output_names=["scores"], input_names=["pixels"],
+                         keep_onnx=kept, threads=1)
+    assert list(scratch.iterdir()) == []  # the exported file and its folder are gone
+    assert [s.name for s in engine.inputs] == ["pixels"]
+    assert [s.name for s in engine.outputs] == ["scores"]
+    assert kept.stat().st_size > 0
+    reloaded = cgr.Engine.from_onnx(kept, threads=1)
+    np.testing.assert_array_equal(reloaded(image.numpy())["scores"],
+                                  engine(image.numpy())["scores"])

@@ -7,7 +7,8 @@ rotating), and one inference per mode compared with dag's. The figures are cgr-b
 (`cgr-bench --help` defines them):
 
   latency      wall-clock time of one run() with the inputs already in place (ms)
-  median, pN   the middle latency; nearest-rank percentile
+  pN           nearest-rank percentile: the smallest latency with at least N% of the
+               iterations at or below it; the median is p50
   throughput   timed iterations / the sum of their latencies (inferences/s, back to back)
   enqueue      host time until the work is enqueued (= latency on the cpu)
   gpu          device time between events around the work, copies included (cuda)
@@ -159,8 +160,8 @@ def benchmark(
         stream-graph, eager). dag is measured first when present (the others are compared
         with it).
     iterations: timed runs per mode (ignored when duration_s is given: timed rounds until
-        that many seconds have passed). warmup_ms: warm-up time before timing, at least one run
-        of each mode.
+        that many seconds have passed, at least 10 per mode). warmup_ms: warm-up time before
+        timing, at least one run of each mode.
     verbose: print cgr-bench's performance summary and comparison table.
     Returns {mode: ModeBenchmark}.
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._engine import Engine
 
@@ -38,8 +38,17 @@ def _as_tuple(example_inputs) -> tuple:
 def _count_outputs(module, args: tuple) -> int:
     import torch
 
-    with torch.no_grad():
-        result = module(*args)
+    # In eval mode, as the export runs it: a module in training mode would otherwise update its
+    # BatchNorm statistics here.
+    was_training = getattr(module, "training", False)
+    if was_training:
+        module.eval()
+    try:
+        with torch.no_grad():
+            result = module(*args)
+    finally:
+        if was_training:
+            module.train()
     if isinstance(result, torch.Tensor):
         return 1
     if isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in result):

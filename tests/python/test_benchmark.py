@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pytest
 
 import cgr
@@ -17,6 +16,7 @@ def check_sane(run, iterations):
     assert latency.mean == pytest.approx(sum(run.latency_ms) / iterations, rel=1e-12)
     assert latency.cv == pytest.approx(latency.stddev / latency.mean, rel=1e-12)
     ordered = sorted(run.latency_ms)
+    assert latency.median == ordered[math.ceil(iterations / 2) - 1]  # p50, nearest rank
     for p, value in latency.percentiles.items():
         # nearest rank: the smallest value with at least p% of the values at or below it
         assert value == ordered[max(1, math.ceil(p / 100 * iterations)) - 1]
@@ -60,3 +60,11 @@ def test_benchmark_of_an_onnx_path(two_branch_onnx, image, capsys):
         cgr.benchmark(cgr.Engine.from_onnx(two_branch_onnx), image, threads=1)
     with pytest.raises(cgr.Error, match=r"unknown mode 'fast'"):
         cgr.benchmark(two_branch_onnx, image, modes=["fast"], iterations=1)
+
+
+def test_benchmark_for_a_duration_times_at_least_ten_runs(two_branch_engine, image):
+    results = cgr.benchmark(two_branch_engine, image, modes=["dag"], duration_s=0.001,
+                            warmup_ms=1, verbose=False)
+    run = results["dag"]
+    assert run.latency.count >= 10  # cgr-bench's floor for a duration
+    check_sane(run, run.latency.count)

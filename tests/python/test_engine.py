@@ -145,3 +145,16 @@ def test_compile_names_outputs_and_keeps_no_files(two_branch, image, tmp_path, m
     reloaded = cgr.Engine.from_onnx(kept, threads=1)
     np.testing.assert_array_equal(reloaded(image.numpy())["scores"],
                                   engine(image.numpy())["scores"])
+
+
+def test_compile_leaves_a_training_module_as_it_was(image):
+    from conftest import TwoBranch, seeded
+
+    model = seeded(TwoBranch(), 9).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    engine = cgr.compile(model, image, threads=1)  # exported, and its outputs counted, in eval
+    assert model.training
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), f"{k} changed"
+    want = model.eval()(image).detach().numpy()
+    assert relative_error(engine(image)["output"].numpy(), want) <= 1e-5

@@ -3,7 +3,6 @@
 numbers against PyTorch. Head 0 of the model is sure of class 3 (its bias dominates), head 1
 is not (uniform over 5 classes)."""
 
-import numpy as np
 import pytest
 import torch
 

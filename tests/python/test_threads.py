@@ -6,7 +6,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 import torch
 import torch.nn as nn
 

@@ -58,8 +58,8 @@ class ModeBenchmark:
     ops_executed: int
     answered_by: str
     max_abs_diff_vs_dag: Optional[float]  # None when dag was not measured
-    build_ms: float
-    instantiate_ms: float
+    build_ms: float  # import and Engine::build; NaN for an engine built before the call
+    instantiate_ms: float  # Engine::create_context
     latency_ms: List[float]  # every timed iteration
 
 

@@ -288,7 +288,8 @@ TEST_CASE("cgr-bench: --duration-s stops a run without --iterations") {
   const Run brief =
       bench(kSmall + " --duration-s 0.000001 --export-json " + quoted(brief_report), "brief");
   REQUIRE(brief.status == 0);
-  for (const json& mode : load_json(brief_report)["modes"])
+  const json brief_json = load_json(brief_report);
+  for (const json& mode : brief_json["modes"])
     CHECK(mode["iterations"].get<int>() >= 10);
   double total = 0;
   for (double t : m["samples"]["latency_ms"])

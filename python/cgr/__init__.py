@@ -5,8 +5,9 @@
     result = engine(x)                                        # NumPy or torch in, same kind out
     result["output"], result.answered_by, result.exits
 
-Engine.from_onnx(path, ...) builds from an ONNX file; benchmark(...) times executor modes side
-by side as cgr-bench does. Every engine error is a cgr.Error (a RuntimeError) with the C++
+Engine.from_onnx(path, ...) builds from an ONNX file; BucketedEngine.from_onnx(path,
+buckets=[1, 2, 4, 8], ...) one engine per batch size (a batch runs on the smallest bucket
+that holds it); benchmark(...) times executor modes side by side as cgr-bench does. Every engine error is a cgr.Error (a RuntimeError) with the C++
 message, which names the file, tensor or option involved.
 """
 
@@ -14,6 +15,7 @@ from ._cgr import Error
 
 Error.__module__ = "cgr"  # shown as cgr.Error in tracebacks
 from ._engine import Context, Engine, ExitReport, Result, TensorSpec
+from ._buckets import BucketedContext, BucketedEngine
 from ._compile import compile
 from ._benchmark import ModeBenchmark, Stats, benchmark
 from ._cgr import cuda_unavailable_reason
@@ -23,6 +25,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Engine",
     "Context",
+    "BucketedEngine",
+    "BucketedContext",
     "Result",
     "ExitReport",
     "TensorSpec",

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include <cgr/batch_buckets.hpp>
 #include <cgr/engine.hpp>
 #include <cgr/error.hpp>
 #include <cgr/onnx.hpp>
@@ -425,6 +426,85 @@ std::unique_ptr<ContextHandle> EngineHandle::create_context() const {
   return std::make_unique<ContextHandle>(engine_);
 }
 
+// Batch buckets (cgr/batch_buckets.hpp): one engine per batch size, built from an ONNX model
+// with a symbolic batch. Exit heads are named after their ONNX outputs (OnnxExit::output).
+class BucketedContextHandle;
+
+class BucketedEngineHandle {
+ public:
+  static BucketedEngineHandle from_file(const std::string& path,
+                                        const std::vector<std::int64_t>& buckets,
+                                        const BuildArguments& args) {
+    const EngineOptions options = engine_options(args);
+    std::vector<std::string> exit_names;
+    if (options.exits != ExitPolicy::off) {
+      for (const auto& [output, speculate_until] : args.exit_outputs)
+        exit_names.push_back(output);
+    }
+    nb::gil_scoped_release release;
+    return BucketedEngineHandle(build_onnx_buckets(path, buckets, options, import_options(args)),
+                                std::move(exit_names));
+  }
+
+  const BucketedEngine& engine() const { return engine_; }
+  const std::vector<std::string>& exit_names() const { return exit_names_; }
+
+  nb::dict options() const {
+    const EngineOptions& o = engine_.engine(engine_.buckets().front()).options();
+    nb::dict d;
+    d["device"] = std::string(to_string(o.device));
+    d["mode"] = std::string(to_string(o.mode));
+    d["exits"] = std::string(to_string(o.exits));
+    d["threshold"] = o.threshold;
+    d["threads"] = o.threads;
+    return d;
+  }
+
+  std::unique_ptr<BucketedContextHandle> create_context() const;
+
+ private:
+  BucketedEngineHandle(BucketedEngine engine, std::vector<std::string> exit_names)
+      : engine_(std::move(engine)), exit_names_(std::move(exit_names)) {}
+  BucketedEngine engine_;
+  std::vector<std::string> exit_names_;
+};
+
+class BucketedContextHandle {
+ public:
+  explicit BucketedContextHandle(const BucketedEngine& engine)
+      : device_(engine.engine(engine.buckets().front()).options().device),
+        context_(engine.create_context()) {}
+
+  // (outputs: {name: numpy array}, answered_by, exits, non_finite_outputs), n rows each.
+  nb::tuple infer(const std::vector<std::pair<std::string, AnyArray>>& inputs) {
+    Exclusive exclusive(busy_);
+    NamedInputs named;
+    for (const auto& [name, array] : inputs)
+      named.emplace_back(name, host_view(name, array, device_));
+    Result result;
+    {
+      nb::gil_scoped_release release;  // `inputs` keeps the arrays alive meanwhile
+      result = context_.infer(named);
+    }
+    nb::dict outputs;
+    for (auto& [name, tensor] : result.outputs)
+      outputs[nb::str(name.c_str())] = to_numpy(std::move(tensor));
+    return nb::make_tuple(outputs, result.answered_by, result.exits, result.non_finite_outputs);
+  }
+
+  std::int64_t last_bucket() const { return context_.last_bucket(); }
+
+ private:
+  Device device_;
+  BucketedContext context_;
+  std::atomic<bool> busy_{false};
+};
+
+std::unique_ptr<BucketedContextHandle> BucketedEngineHandle::create_context() const {
+  nb::gil_scoped_release release;  // a context per bucket (CUDA: each builds its graph)
+  return std::make_unique<BucketedContextHandle>(engine_);
+}
+
 double throughput(const std::vector<double>& latency_ms) {
   double total = 0;
   for (double t : latency_ms)
@@ -561,6 +641,30 @@ NB_MODULE(_cgr, m) {
       .def("infer_on_device", &ContextHandle::infer_on_device, "inputs"_a, "outputs"_a, "stream"_a)
       .def("ops_executed", &ContextHandle::ops_executed)
       .def("executed_ops", &ContextHandle::executed_ops);
+
+  nb::class_<BucketedEngineHandle>(m, "BucketedEngine")
+      .def_static("from_file", &BucketedEngineHandle::from_file, "path"_a, "buckets"_a,
+                  "arguments"_a)
+      .def_prop_ro("buckets", [](const BucketedEngineHandle& e) { return e.engine().buckets(); })
+      .def_prop_ro(
+          "inputs",
+          [](const BucketedEngineHandle& e) { return described(e.engine().sample_inputs()); })
+      .def_prop_ro(
+          "outputs",
+          [](const BucketedEngineHandle& e) { return described(e.engine().sample_outputs()); })
+      .def_prop_ro("exit_names", &BucketedEngineHandle::exit_names)
+      .def(
+          "bucket_for",
+          [](const BucketedEngineHandle& e, std::int64_t batch) {
+            return e.engine().bucket_for(batch);
+          },
+          "batch"_a)
+      .def("options", &BucketedEngineHandle::options)
+      .def("create_context", &BucketedEngineHandle::create_context);
+
+  nb::class_<BucketedContextHandle>(m, "BucketedContext")
+      .def("infer", &BucketedContextHandle::infer, "inputs"_a)
+      .def("last_bucket", &BucketedContextHandle::last_bucket);
 
   m.def("measure", &measure, "engines"_a, "inputs"_a, "iterations"_a, "warmup_ms"_a, "duration_s"_a,
         "percentiles"_a);

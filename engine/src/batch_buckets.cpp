@@ -145,7 +145,9 @@ Result BucketedContext::infer(const NamedInputs& inputs) {
   std::string batch_from;
   std::vector<int> given(sample_inputs_.size(), -1);
   for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const auto& [name, view] = inputs[k];
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& name = inputs[k].first;
+    const TensorView& view = inputs[k].second;
     const auto it = std::find_if(sample_inputs_.begin(), sample_inputs_.end(),
                                  [&](const TensorDesc& d) { return d.name == name; });
     if (it == sample_inputs_.end()) {

@@ -15,77 +15,37 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _cgr
 from ._cgr import Error
-from ._engine import Result, TensorSpec, _build_arguments, _prepare, _torch_module
+from ._engine import Result, TensorSpec, _ContextBase, _EngineBase, _build_arguments
 
 __all__ = ["BucketedEngine", "BucketedContext"]
 
 
-class BucketedContext:
+class BucketedContext(_ContextBase):
     """One context per bucket (each with its own buffers), one inference at a time: use one
     per thread (a second thread is refused with cgr.Error). The GIL is released while it
     infers."""
-
-    def __init__(self, engine: "BucketedEngine", native):
-        self._engine = engine
-        self._native = native
-
-    @property
-    def engine(self) -> "BucketedEngine":
-        return self._engine
 
     @property
     def last_bucket(self) -> int:
         """The bucket the last inference ran on (0 before the first)."""
         return self._native.last_bucket()
 
-    def __call__(self, *args, **named) -> Result:
-        """ctx(x) binds x to the engine's only input; ctx(name=x, ...) binds by name."""
-        if args:
-            if len(args) > 1 or named:
-                raise TypeError(
-                    "pass one array positionally (an engine with one input) or every input by "
-                    f"name (inputs: {self._engine._input_list()})"
-                )
-            if len(self._engine.inputs) != 1:
-                raise Error(
-                    f"this engine has {len(self._engine.inputs)} inputs "
-                    f"({self._engine._input_list()}): pass them by name, "
-                    "ctx(name=array, ...) or ctx.infer({name: array, ...})"
-                )
-            return self.infer({self._engine.inputs[0].name: args[0]})
-        return self.infer(named)
-
     def infer(self, inputs: Mapping[str, Any]) -> Result:
         """Runs one batch, {input name: n x (per-sample shape)}, n from 1 to max_batch."""
-        if not isinstance(inputs, Mapping):
-            raise TypeError(
-                f"infer() takes a mapping of input names to arrays, got {type(inputs).__name__}"
+        prepared, torch_in, cuda_names = self._prepared(inputs)
+        if cuda_names:
+            raise Error(
+                f"input {cuda_names[0]!r} is a CUDA tensor: a BucketedEngine takes host arrays and "
+                "copies them to its device (pass x.cpu())"
             )
-        prepared = []
-        torch_in = False
-        for name, value in inputs.items():
-            if not isinstance(name, str):
-                raise TypeError(f"input names are strings, got {name!r}")
-            array, is_torch, is_cuda = _prepare(name, value)
-            if is_cuda:
-                raise Error(
-                    f"input {name!r} is a CUDA tensor: a BucketedEngine takes host arrays and "
-                    "copies them to its device (pass x.cpu())"
-                )
-            prepared.append((name, array))
-            torch_in = torch_in or is_torch
-        outputs, answered_by, exits, non_finite = self._native.infer(prepared)
-        if torch_in:
-            torch = _torch_module()
-            outputs = {name: torch.from_numpy(array) for name, array in outputs.items()}
-        return Result(outputs, answered_by, exits, non_finite)
+        return self._infer_on_host(prepared, torch_in)
 
 
-class BucketedEngine:
+class BucketedEngine(_EngineBase):
     """Engines for a list of batch sizes (cgr::BucketedEngine), immutable after build. Calling
     it runs on a context of the calling thread (created on first use); create_context() gives
     one explicitly."""
@@ -143,40 +103,8 @@ class BucketedEngine:
         """The smallest bucket that holds `batch` (cgr.Error when none does)."""
         return int(self._native.bucket_for(int(batch)))
 
-    @property
-    def inputs(self) -> List[TensorSpec]:
-        """Per sample: the shapes without the batch dim."""
-        return list(self._inputs)
-
-    @property
-    def outputs(self) -> List[TensorSpec]:
-        """Per sample: the network's outputs and, unless exits are off, each exit head's."""
-        return list(self._outputs)
-
-    @property
-    def exit_names(self) -> List[str]:
-        """The exit heads this engine reports, in backbone order (empty when exits are off)."""
-        return list(self._native.exit_names)
-
-    @property
-    def device(self) -> str:
-        return self._options["device"]
-
-    @property
-    def mode(self) -> str:
-        return self._options["mode"]
-
-    @property
-    def exit_policy(self) -> str:
-        return self._options["exits"]
-
-    @property
-    def threshold(self) -> float:
-        return self._options["threshold"]
-
-    @property
-    def threads(self) -> int:
-        return self._options["threads"]
+    # inputs, outputs, exit_names, device, mode, exit_policy, threshold, threads: _EngineBase's
+    # (inputs and outputs per sample, without the batch dim).
 
     def _input_list(self) -> str:
         return ", ".join(
@@ -193,17 +121,3 @@ class BucketedEngine:
     # --- running it ------------------------------------------------------------------------
     def create_context(self) -> BucketedContext:
         return BucketedContext(self, self._native.create_context())
-
-    def _thread_context(self) -> BucketedContext:
-        context = getattr(self._contexts, "context", None)
-        if context is None:
-            context = self.create_context()
-            self._contexts.context = context
-        return context
-
-    def __call__(self, *args, **named) -> Result:
-        """engine(x) / engine(name=x, ...): one batch on this thread's context."""
-        return self._thread_context()(*args, **named)
-
-    def infer(self, inputs: Mapping[str, Any]) -> Result:
-        return self._thread_context().infer(inputs)

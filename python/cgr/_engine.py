@@ -122,17 +122,16 @@ class Result:
         return f"Result(outputs={{{shapes}}}, answered_by={self.answered_by!r})"
 
 
-class Context:
-    """An execution context (cgr::ExecutionContext): its own activation buffers, sharing the
-    engine's weights. One inference at a time: use one context per thread (a second thread is
-    refused with cgr.Error). The GIL is released while it infers."""
+class _ContextBase:
+    """What Context and BucketedContext share: binding arguments to inputs, preparing arrays,
+    and results in the callers' kind (torch in, torch out)."""
 
-    def __init__(self, engine: "Engine", native):
+    def __init__(self, engine, native):
         self._engine = engine
         self._native = native
 
     @property
-    def engine(self) -> "Engine":
+    def engine(self):
         return self._engine
 
     def __call__(self, *args, **named) -> Result:
@@ -152,29 +151,45 @@ class Context:
             return self.infer({self._engine.inputs[0].name: args[0]})
         return self.infer(named)
 
-    def infer(self, inputs: Mapping[str, Any]) -> Result:
-        """Runs one inference on {input name: array}."""
+    @staticmethod
+    def _prepared(inputs: Mapping[str, Any]):
+        """[(name, array)], whether any was a torch tensor, the names of those on CUDA."""
         if not isinstance(inputs, Mapping):
             raise TypeError(
                 f"infer() takes a mapping of input names to arrays, got {type(inputs).__name__}"
             )
         prepared = []
         torch_in = False
-        cuda_in = False
+        cuda_names = []
         for name, value in inputs.items():
             if not isinstance(name, str):
                 raise TypeError(f"input names are strings, got {name!r}")
             array, is_torch, is_cuda = _prepare(name, value)
             prepared.append((name, array))
             torch_in = torch_in or is_torch
-            cuda_in = cuda_in or is_cuda
-        if cuda_in and self._engine.device == "cuda":
-            return self._infer_on_device(prepared)
+            if is_cuda:
+                cuda_names.append(name)
+        return prepared, torch_in, cuda_names
+
+    def _infer_on_host(self, prepared, torch_in: bool) -> Result:
         outputs, answered_by, exits, non_finite = self._native.infer(prepared)
         if torch_in:
             torch = _torch_module()
             outputs = {name: torch.from_numpy(array) for name, array in outputs.items()}
         return Result(outputs, answered_by, exits, non_finite)
+
+
+class Context(_ContextBase):
+    """An execution context (cgr::ExecutionContext): its own activation buffers, sharing the
+    engine's weights. One inference at a time: use one context per thread (a second thread is
+    refused with cgr.Error). The GIL is released while it infers."""
+
+    def infer(self, inputs: Mapping[str, Any]) -> Result:
+        """Runs one inference on {input name: array}."""
+        prepared, torch_in, cuda_names = self._prepared(inputs)
+        if cuda_names and self._engine.device == "cuda":
+            return self._infer_on_device(prepared)
+        return self._infer_on_host(prepared, torch_in)
 
     def _infer_on_device(self, prepared) -> Result:
         torch = _torch_module()
@@ -228,7 +243,61 @@ def _prepare(name: str, value: Any):
     )
 
 
-class Engine:
+class _EngineBase:
+    """What Engine and BucketedEngine share: the facts of the build, and running on a context
+    of the calling thread (made on first use). Subclasses set _native, _inputs, _outputs,
+    _options and _contexts (a threading.local), and define create_context and _input_list."""
+
+    @property
+    def inputs(self) -> List[TensorSpec]:
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> List[TensorSpec]:
+        """The network's outputs and, unless exits are off, each exit head's logits."""
+        return list(self._outputs)
+
+    @property
+    def exit_names(self) -> List[str]:
+        """The exit heads this engine reports, in backbone order (empty when exits are off)."""
+        return list(self._native.exit_names)
+
+    @property
+    def device(self) -> str:
+        return self._options["device"]
+
+    @property
+    def mode(self) -> str:
+        return self._options["mode"]
+
+    @property
+    def exit_policy(self) -> str:
+        return self._options["exits"]
+
+    @property
+    def threshold(self) -> float:
+        return self._options["threshold"]
+
+    @property
+    def threads(self) -> int:
+        return self._options["threads"]
+
+    def _thread_context(self):
+        context = getattr(self._contexts, "context", None)
+        if context is None:
+            context = self.create_context()
+            self._contexts.context = context
+        return context
+
+    def __call__(self, *args, **named) -> Result:
+        """engine(x) / engine(name=x, ...): one inference on this thread's context."""
+        return self._thread_context()(*args, **named)
+
+    def infer(self, inputs: Mapping[str, Any]) -> Result:
+        return self._thread_context().infer(inputs)
+
+
+class Engine(_EngineBase):
     """A compiled network (cgr::Engine): fused ops, dependency graph, memory plan and weights,
     immutable after build. Calling it runs on a context of the calling thread (created on first
     use), so engine(x) is safe from several threads; create_context() gives one explicitly."""
@@ -292,41 +361,6 @@ class Engine:
         arguments = dict(self._build_arguments, **changes)
         return Engine._build(self._source, self._what, arguments)
 
-    # --- what the engine is -------------------------------------------------------------
-    @property
-    def inputs(self) -> List[TensorSpec]:
-        return list(self._inputs)
-
-    @property
-    def outputs(self) -> List[TensorSpec]:
-        """The network's outputs and, unless exits are off, each exit head's logits."""
-        return list(self._outputs)
-
-    @property
-    def exit_names(self) -> List[str]:
-        """The exit heads this engine reports, in backbone order (empty when exits are off)."""
-        return list(self._native.exit_names)
-
-    @property
-    def device(self) -> str:
-        return self._options["device"]
-
-    @property
-    def mode(self) -> str:
-        return self._options["mode"]
-
-    @property
-    def exit_policy(self) -> str:
-        return self._options["exits"]
-
-    @property
-    def threshold(self) -> float:
-        return self._options["threshold"]
-
-    @property
-    def threads(self) -> int:
-        return self._options["threads"]
-
     def info(self) -> Dict[str, Any]:
         """cgr::EngineInfo: layers, ops, edges, critical_path, critical_path_us, max_width,
         arena_bytes, activation_bytes, weight_bytes."""
@@ -350,16 +384,3 @@ class Engine:
     def create_context(self) -> Context:
         return Context(self, self._native.create_context())
 
-    def _thread_context(self) -> Context:
-        context = getattr(self._contexts, "context", None)
-        if context is None:
-            context = self.create_context()
-            self._contexts.context = context
-        return context
-
-    def __call__(self, *args, **named) -> Result:
-        """engine(x) / engine(name=x, ...): an inference on this thread's context."""
-        return self._thread_context()(*args, **named)
-
-    def infer(self, inputs: Mapping[str, Any]) -> Result:
-        return self._thread_context().infer(inputs)

@@ -303,7 +303,8 @@ std::vector<ModeRun> build_runs(const LoadedModel& m, const InputTensors& inputs
                                   .mode = mode,
                                   .threads = o.threads,
                                   .exits = o.exits,
-                                  .threshold = o.threshold},
+                                  .threshold = o.threshold,
+                                  .precision = o.precision},
                                  inputs));
   }
   return runs;

@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "         [--weights FILE.safetensors] [--device cuda|cpu]\n"
     "         [--mode dag|stream-graph|eager|all] [--batch N] [--input-shape [NAME=]1x3x224x224]\n"
     "         [--exits off|all|early] [--exit-output OUTPUT[=SPECULATE_UNTIL]] [--threshold T]\n"
-    "         [--threads N] [--warmup-ms 200]\n"
+    "         [--precision fp32|tf32|fp16|bf16] [--threads N] [--warmup-ms 200]\n"
     "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
     "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
     "         [--export-json FILE]\n"
@@ -68,6 +68,10 @@ Execution
                            stream captured into a graph), eager (one op at a time, each split
                            across the threads / one stream), all (default: every mode of the
                            device - cpu: dag, eager; cuda: dag, stream-graph, eager)
+  --precision P            fp32 (default), tf32 (cuda: TF32 tensor cores in cuDNN and
+                           cuBLAS), fp16 or bf16 (cpu only for now: the storage rounding
+                           emulated - weights, inputs and every op's output rounded, fp32
+                           arithmetic - to measure a precision's effect on the outputs)
   --threads N              CPU threads computing, the caller included (default 0: all; at
                            most 4 per hardware thread)
   --warmup-ms MS           untimed runs first, for at least MS milliseconds (default 200, at
@@ -137,6 +141,9 @@ Metrics
   arena            activation bytes of one context (memory reused between ordered values)
                    against the sum of all activations and workspaces without reuse
   weights          bytes of the weights as the kernels hold them
+  cuda plan        the CUDA graph Engine::cuda_graph_plan plans for dag and stream-graph, on
+                   any machine: nodes (ops, input/output copies, IF nodes), edges, and the
+                   nodes on its longest chain (a body's nodes after their IF node)
   build            time of Engine::build (binding, folding, packing, planning)
   instantiate      time of Engine::create_context (arena; cuda: graph build, instantiation
                    and one warm-up run)
@@ -253,7 +260,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose);
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
-      iterations, percentiles, sweep;
+      iterations, percentiles, sweep, precision;
   std::vector<std::string> load_inputs, exit_outputs;
   // Required, unless --version asks for the version alone.
   app.add_option("--model", o.model);
@@ -265,6 +272,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--exits", exits);
   app.add_option("--threshold", threshold);
   app.add_option("--threads", threads);
+  app.add_option("--precision", precision);
   app.add_option("--warmup-ms", warmup);
   app.add_option("--duration-s", duration);
   app.add_option("--iterations", iterations);
@@ -315,6 +323,12 @@ std::optional<Options> parse_options(int argc, char** argv) {
     }
     o.exits = parse_exit_policy(exits);
     o.exits_given = true;
+  }
+  if (given("--precision")) {
+    if (precision != "fp32" && precision != "tf32" && precision != "fp16" && precision != "bf16") {
+      throw UsageError("--precision: '" + precision + "' is not fp32, tf32, fp16 or bf16");
+    }
+    o.precision = parse_precision(precision);
   }
   // 0 threads: one per hardware thread.
   if (given("--threads")) o.threads = number_in("--threads", threads, 0, ThreadPool::max_threads());

@@ -43,6 +43,7 @@ struct Options {
   ExitPolicy exits = ExitPolicy::all;
   bool exits_given = false;  // --exits or --threshold: a usage error on a model without heads
   float threshold = 0.9f;
+  Precision precision = Precision::fp32;
   int threads = 0;  // 0: one per hardware thread
   double warmup_ms = 200;
   double duration_s = 3;

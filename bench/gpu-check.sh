@@ -409,6 +409,10 @@ time_model resnet18-exits --model resnet18-exits --exits all
 time_model resnet18-exits-off --model resnet18-exits --exits off
 time_model resnet18-exits-early-0 --model resnet18-exits --exits early --threshold 0
 time_model resnet18-exits-early-1 --model resnet18-exits --exits early --threshold 1
+# Precision: tf32 (cuDNN / cuBLAS tensor cores) beside the fp32 runs above; fp16 and bf16 are
+# CPU-emulated only for now (the cuda device refuses them at build).
+for m in resnet18 googlenet; do time_model "$m-tf32" --model "$m" --precision tf32; done
+note "  fp16, bf16: not on the GPU yet (EngineOptions::precision refuses them on cuda)"
 for m in two-branch inception resnet18-exits; do
   run_watched "$(stage_limit)" "timeline-$m" "$bench" --device cuda --model "$m" --mode dag --exits all \
     --iterations 5 --warmup-ms 20 --timeline "$out/timings/timeline-$m.svg" ||

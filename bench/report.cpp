@@ -85,6 +85,10 @@ void print_model_and_device(const ModelFacts& model, const DeviceInfo& device,
                to_string(options.exits), options.threshold);
   }
   fmt::print("=== Device ===\n");
+  if (options.precision != Precision::fp32) {
+    fmt::print("precision      {}{}\n", to_string(options.precision),
+               device.device == Device::cpu ? " (cpu: its storage rounding emulated)" : "");
+  }
   if (device.device == Device::cpu) {
     fmt::print("device         cpu: {}, {} hardware threads, engine computes on {}\n", device.name,
                device.hardware_threads, device.threads);
@@ -95,6 +99,20 @@ void print_model_and_device(const ModelFacts& model, const DeviceInfo& device,
                device.runtime_version);
   }
 }
+
+namespace {
+// Engine::cuda_graph_plan per graph mode: nodes, edges, nodes on the longest chain.
+nlohmann::json cuda_plan_json(const Engine& engine) {
+  nlohmann::json plans = nlohmann::json::object();
+  for (const Mode mode : {Mode::dag, Mode::stream_graph}) {
+    const CudaGraphPlan plan = engine.cuda_graph_plan(mode);
+    plans[std::string(to_string(mode))] = {{"nodes", plan.nodes.size()},
+                                           {"edges", plan.edge_count()},
+                                           {"critical_path", plan.critical_path_nodes()}};
+  }
+  return plans;
+}
+}  // namespace
 
 void print_graph_facts(const std::vector<ModeRun>& runs) {
   if (runs.empty()) return;
@@ -110,6 +128,15 @@ void print_graph_facts(const std::vector<ModeRun>& runs) {
   fmt::print("memory         arena {} of {} activations ({:.0f}%), weights {}\n",
              format_bytes(info.arena_bytes), format_bytes(info.activation_bytes), share,
              format_bytes(info.weight_bytes));
+  // The CUDA graph as planned, on any machine: what a graph mode's context would instantiate.
+  std::string planned;
+  for (const Mode mode : {Mode::dag, Mode::stream_graph}) {
+    const CudaGraphPlan plan = runs.front().engine.cuda_graph_plan(mode);
+    planned += fmt::format("{}{} {} nodes, {} edges, critical path {}", planned.empty() ? "" : "; ",
+                           to_string(mode), plan.nodes.size(), plan.edge_count(),
+                           plan.critical_path_nodes());
+  }
+  fmt::print("cuda plan      {}\n", planned);
   std::string times, nodes;
   for (const auto& run : runs) {
     times += fmt::format("  {} {:.2f} / {:.2f} ms", to_string(run.mode), run.build_ms,
@@ -275,6 +302,7 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
       {"duration_s", options.duration_s},
       {"iterations", options.iterations > 0 ? json(options.iterations) : json(nullptr)},
       {"percentiles", options.percentiles},
+      {"precision", to_string(options.precision)},
       {"exits", model.exits.empty() ? json(nullptr) : json(to_string(options.exits))},
       {"exit_heads", model.exits},
       {"threshold", model.exits.empty()
@@ -289,6 +317,7 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
                   {"critical_path", info.critical_path},
                   {"width", info.max_width},
                   {"lanes", runs.front().engine.graph().lane_count()},
+                  {"cuda_plan", cuda_plan_json(runs.front().engine)},
                   {"arena_bytes", info.arena_bytes},
                   {"activation_bytes", info.activation_bytes},
                   {"weight_bytes", info.weight_bytes}};

@@ -242,6 +242,37 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                      return n.linear(n.flatten(x, "flatten"), {.out_features = 33, .bias = false},
                                      "fc");
                    }});
+  // Linear's GPU paths (engine/cuda/ops/linear.cpp): the rows kernel, pooling fused or not,
+  // and cuBLAS for more rows or a row beyond shared memory, after the pool kernel when fused.
+  cases.push_back({"GlobalAvgPool + Reshape + Linear without bias (one kernel)", image,
+                   [](Network& n, Value x) {
+                     const Value rows = n.reshape(n.global_avg_pool(x, "gap"), Shape{2, 8}, "rows");
+                     return n.linear(rows, {.out_features = 70, .bias = false}, "fc");
+                   }});
+  cases.push_back({"GlobalAvgPool + Flatten + Linear, batch 10 (pool kernel, then cuBLAS)",
+                   Shape{10, 8, 5, 7}, [](Network& n, Value x) {
+                     return n.linear(n.flatten(n.global_avg_pool(x, "gap"), "flatten"),
+                                     {.out_features = 9}, "fc");
+                   }});
+  cases.push_back({"Linear + bias, 12 rows (cuBLAS, then the bias kernel)", Shape{12, 40},
+                   [](Network& n, Value x) { return n.linear(x, {.out_features = 17}, "fc"); }});
+  cases.push_back({"Linear, 13000 inputs (cuBLAS: the row exceeds shared memory)", Shape{2, 13000},
+                   [](Network& n, Value x) { return n.linear(x, {.out_features = 3}, "fc"); }});
+  // Copies the engine elides (engine/src/aliasing.cpp): producers writing their slices of a
+  // Concat in place (batch 1, parts 256-byte aligned), a Flatten read as a view.
+  cases.push_back(
+      {"Concat written in place by its producers, read by a conv", Shape{1, 8, 8, 8},
+       [](Network& n, Value x) {
+         const Value a = n.conv2d(x, {.out_channels = 4, .kernel = 3, .padding = 1}, "a");
+         const Value b = n.max_pool2d(x, {.kernel = 3, .stride = 1, .padding = 1}, "b");
+         const Value c = n.relu(n.conv2d(x, {.out_channels = 5, .kernel = 1}, "c"), "c.relu");
+         return n.conv2d(n.concat({a, b, c}, "cat"), {.out_channels = 6, .kernel = 1}, "after");
+       }});
+  cases.push_back(
+      {"Flatten as a view, read by a Linear (the rows kernel)", image, [](Network& n, Value x) {
+         const Value h = n.conv2d(x, {.out_channels = 3, .kernel = 3, .padding = 1}, "conv");
+         return n.linear(n.flatten(h, "flatten"), {.out_features = 5}, "fc");
+       }});
   cases.push_back({"Add of two values", image,
                    [](Network& n, Value x) { return n.add(n.relu(x, "relu"), x, "add"); }});
   cases.push_back({"Add + ReLU (fused)", image, [](Network& n, Value x) {

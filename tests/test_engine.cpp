@@ -123,8 +123,9 @@ TEST_CASE("ResNet-18 on the CPU: fused structure, memory reuse, dag == eager bit
       const Engine engine = Engine::build(net, weights, {.mode = mode, .threads = threads});
       const EngineInfo info = engine.info();
       CHECK(info.layers == 69);
-      // conv1+bn1+relu, maxpool, 8 blocks x 2 convs, 3 downsamples, avgpool, flatten, fc.
-      CHECK(info.ops == 24);
+      // conv1+bn1+relu, maxpool, 8 blocks x 2 convs, 3 downsamples, avgpool+flatten+fc (one
+      // op: the Linear pools its input, and the Flatten between them is a view).
+      CHECK(info.ops == 22);
       CHECK(info.max_width == 2);  // the downsample convs run beside the blocks' first convs
       CHECK(info.arena_bytes < info.activation_bytes / 2);
       const auto y = infer_once(engine, "image", x, "logits");

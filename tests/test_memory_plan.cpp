@@ -25,8 +25,15 @@ Graph graph_of(int op_count, const std::vector<PlannedValue>& values) {
     ops[i].name = "op" + std::to_string(i);
   for (int v = 0; v < static_cast<int>(values.size()); ++v) {
     if (values[v].producer >= 0) ops[values[v].producer].writes.push_back(v);
-    for (const int reader : values[v].readers)
+    // Other writers write their own parts (resource size + v, shared by them here), as the
+    // engine's in-place Concat inputs do: no write-after-write edge orders them.
+    const int parts = static_cast<int>(values.size()) + v;
+    for (const int writer : values[v].other_writers)
+      ops[writer].writes.push_back(parts);
+    for (const int reader : values[v].readers) {
       ops[reader].reads.push_back(v);
+      if (!values[v].other_writers.empty()) ops[reader].reads.push_back(parts);
+    }
   }
   return Graph(ops);
 }
@@ -64,7 +71,7 @@ void check_plan(const Graph& graph, const std::vector<PlannedValue>& values, con
 
 PlannedValue value(const std::string& name, std::size_t bytes, int producer,
                    std::vector<int> readers, bool persistent = false) {
-  return PlannedValue{name, bytes, producer, std::move(readers), persistent};
+  return PlannedValue{name, bytes, producer, std::move(readers), persistent, {}};
 }
 
 // A dataflow DAG of n ops: graph inputs, one output per op read by a few later ops, some
@@ -260,6 +267,38 @@ TEST_CASE("memory plan: workspaces of concurrent ops are separate, of ordered op
     CHECK(plan.offsets[2] == plan.offsets[3]);
     CHECK_FALSE(overlap(plan, values, 1, 2));  // h is written while ws1 is in use
     CHECK(plan.arena_bytes == 3 * kOut + kWorkspace);
+  }
+}
+
+TEST_CASE("memory plan: a value with several writers is live from the first of them") {
+  // op0: x -> u; op1: u -> v; op2: v -> y (part); op3: x -> y (part, beside op0..op2); op4: y.
+  // y's producer op2 comes after u's last reader, but op3 writes y while u may still be live.
+  constexpr std::size_t kBytes = 1024;
+  std::vector<PlannedValue> values{value("x", kBytes, -1, {0, 3}, true), value("u", kBytes, 0, {1}),
+                                   value("v", kBytes, 1, {2}), value("y", 2 * kBytes, 2, {4}),
+                                   value("z", kBytes, 4, {}, true)};
+  values[3].other_writers = {3};
+  const Graph graph = graph_of(5, values);
+  CHECK_FALSE(cgr::lifetimes_ordered(graph, values[1], values[3]));
+  const MemoryPlan plan = cgr::plan_memory(graph, values);
+  check_plan(graph, values, plan, 64);
+  CHECK_FALSE(overlap(plan, values, 1, 3));
+  CHECK_FALSE(overlap(plan, values, 2, 3));
+  // With op3 left out, u is dead before op2 writes y: they could share.
+  PlannedValue single = values[3];
+  single.other_writers.clear();
+  CHECK(cgr::lifetimes_ordered(graph, values[1], single));
+
+  SUBCASE("a reader ordered after none of the writers is an error naming the value") {
+    values[3].readers.push_back(0);
+    CHECK_THROWS_WITH_AS(cgr::plan_memory(graph_of(5, values), values),
+                         doctest::Contains("value 'y' is read by op 0"), cgr::Error);
+  }
+  SUBCASE("another writer without a producer is an error") {
+    values[3].producer = -1;
+    CHECK_THROWS_WITH_AS(cgr::plan_memory(graph_of(5, values), values),
+                         doctest::Contains("value 'y' has another writer op 3 but no producer"),
+                         cgr::Error);
   }
 }
 

@@ -40,13 +40,28 @@ class CpuBackend final : public detail::Backend {
 
   std::unique_ptr<detail::Program> compile(const detail::CompiledEngine& engine,
                                            const std::vector<LayerOp>& layer_ops) const override {
+    const Precision precision = engine.options.precision;
     std::vector<std::unique_ptr<CpuKernel>> kernels;
     for (std::size_t op = 0; op < engine.ops.size(); ++op) {
       if (const int exit = engine.ops[op].decides_exit; exit >= 0) {
         const auto& plan = engine.exits[static_cast<std::size_t>(exit)];
         kernels.push_back(std::make_unique<ExitDecisionKernel>(plan.batch, plan.classes));
-      } else {
+      } else if (precision == Precision::fp32) {
         kernels.push_back(layer_ops[op].layer->make_cpu_kernel(layer_ops[op]));
+      } else {
+        // The weights as the precision stores them, converted once (kernels copy what they
+        // keep, so the rounded copies need to live only until the kernel is made).
+        LayerOp rounded = layer_ops[op];
+        round_in_place(precision, rounded.folded_weight);
+        round_in_place(precision, rounded.folded_bias);
+        std::vector<Tensor> copies;
+        copies.reserve(rounded.weights.size());
+        for (auto& [suffix, tensor] : rounded.weights) {
+          copies.push_back(*tensor);
+          if (copies.back().dtype() == DType::f32) round_in_place(precision, copies.back().f32());
+          tensor = &copies.back();
+        }
+        kernels.push_back(rounded.layer->make_cpu_kernel(rounded));
       }
     }
     return std::make_unique<CpuProgram>(engine.options.threads, std::move(kernels));

@@ -32,7 +32,7 @@ class CpuContext final : public detail::BackendContext {
     value_pointers_.assign(e.values.size(), nullptr);
     for (std::size_t id = 0; id < e.values.size(); ++id) {
       const auto& value = e.values[id];
-      if (value.producer >= 0 || value.persistent) {
+      if (value.has_storage()) {
         value_pointers_[id] =
             reinterpret_cast<float*>(reinterpret_cast<std::byte*>(arena) + value.offset);
       }
@@ -56,6 +56,9 @@ class CpuContext final : public detail::BackendContext {
       record.op_end.assign(engine_->ops.size(), {});
       record.start = std::chrono::steady_clock::now();
     }
+    // A reduced precision's storage: the inputs as it holds them (written by infer).
+    for (const int input : engine_->input_values)
+      round_value(input);
     if (engine_->options.mode == Mode::eager) {
       for (int op : engine_->graph.topological_order())
         run_op(op);
@@ -80,6 +83,8 @@ class CpuContext final : public detail::BackendContext {
     detail::RunRecord& record = *record_;
     if (record.profiling) record.op_start[i] = std::chrono::steady_clock::now();
     program_.kernel(index).run(io);
+    // The op's result as the precision stores it (a decision's confidence stays fp32).
+    if (op.decides_exit < 0) round_value(op.output);
     if (record.profiling) record.op_end[i] = std::chrono::steady_clock::now();
     record.executed[i] = 1;
     if (const int exit = op.decides_exit; exit >= 0) {
@@ -88,6 +93,20 @@ class CpuContext final : public detail::BackendContext {
       record.exit_fired[static_cast<std::size_t>(exit)] = fires ? 1 : 0;
       if (fires && e.early_exits()) fired_.fetch_or(1u << exit, std::memory_order_acq_rel);
     }
+  }
+
+  // Rounds value `id` to the engine's precision in place; nothing for fp32. Each element's
+  // rounding depends on it alone, so the split over the pool changes no bit.
+  void round_value(int id) {
+    const Precision precision = engine_->options.precision;
+    if (precision == Precision::fp32) return;
+    const auto& value = engine_->values[static_cast<std::size_t>(id)];
+    if (value.desc.dtype != DType::f32) return;
+    float* data = value_pointers_[static_cast<std::size_t>(id)];
+    const std::size_t count = value.bytes / sizeof(float);
+    program_.pool().parallel_for(count, 16384, [&](std::size_t begin, std::size_t end) {
+      round_in_place(precision, std::span<float>(data + begin, end - begin));
+    });
   }
 
   // Shared between the op tasks of one dag run.

@@ -38,7 +38,7 @@ CudaContext::CudaContext(std::shared_ptr<const detail::CompiledEngine> engine)
   arena_ = allocate_device(e.plan.arena_bytes);
   device_values_.assign(e.values.size(), nullptr);
   for (std::size_t v = 0; v < e.values.size(); ++v) {
-    if (e.values[v].producer >= 0 || e.values[v].persistent) {
+    if (e.values[v].has_storage()) {
       device_values_[v] =
           reinterpret_cast<float*>(static_cast<char*>(arena_.get()) + e.values[v].offset);
     }

@@ -21,6 +21,13 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
 // Adds a decision op per exit (an empty LayerOp each) and, with ExitPolicy::early, sets each
 // op's gated_by / gate_level and puts the ops in an order where every decision precedes what
 // it gates (layer_ops reordered alike).
+// Drops the ops that only move bytes (views, Concats written in place); see aliasing.cpp.
+void elide_copies(const Network& net, CompiledEngine& engine, std::vector<LayerOp>& layer_ops);
+
+// Bytes from the start of the value owning `value`'s storage (itself unless aliased), and
+// that value in *root when root is not null.
+std::size_t storage_offset(const CompiledEngine& engine, int value, int* root);
+
 void plan_exits(const Network& net, CompiledEngine& engine, std::vector<LayerOp>& layer_ops);
 
 // Each op's cost and estimated time, the critical flags and the critical path's length; needs

@@ -26,8 +26,11 @@ double estimated_us(const OpCost& cost) {
 void estimate_costs(const Network& net, CompiledEngine& engine) {
   for (auto& op : engine.ops) {
     op.cost = {};
-    for (int layer : op.layers)
-      op.cost += net.layer(layer).cost();
+    for (int layer : op.layers) {
+      // A view inside a fused op moves nothing (aliasing.cpp); alone it is a copy.
+      if (op.layers.size() == 1 || !net.layer(layer).output_is_input_view())
+        op.cost += net.layer(layer).cost();
+    }
     if (op.decides_exit >= 0) {
       const ExitPlan& exit = engine.exits[static_cast<std::size_t>(op.decides_exit)];
       const double logits = static_cast<double>(exit.batch * exit.classes);

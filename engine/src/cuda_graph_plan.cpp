@@ -23,6 +23,38 @@ std::size_t CudaGraphPlan::edge_count() const {
   return edges;
 }
 
+namespace {
+
+// Per node: the nodes on the longest chain ending at it. Nodes only depend on earlier nodes of
+// their graph, and an IF node precedes its body: one pass in order.
+std::vector<int> chain_depths(const CudaGraphPlan& plan) {
+  std::vector<int> depth(plan.nodes.size(), 0);
+  std::vector<int> body_start(static_cast<std::size_t>(plan.graphs), 0);
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
+    const CudaGraphPlan::Node& node = plan.nodes[i];
+    int before = body_start[static_cast<std::size_t>(node.graph)];
+    for (const int dep : node.dependencies)
+      before = std::max(before, depth[static_cast<std::size_t>(dep)]);
+    depth[i] = before + 1;
+    if (node.kind == CudaGraphPlan::Kind::conditional && node.exit + 1 < plan.graphs) {
+      body_start[static_cast<std::size_t>(node.exit + 1)] = depth[i];
+    }
+  }
+  return depth;
+}
+
+}  // namespace
+
+int CudaGraphPlan::path_nodes_to(int node) const {
+  if (node < 0 || node >= static_cast<int>(nodes.size())) return 0;
+  return chain_depths(*this)[static_cast<std::size_t>(node)];
+}
+
+int CudaGraphPlan::critical_path_nodes() const {
+  const std::vector<int> depth = chain_depths(*this);
+  return depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end());
+}
+
 namespace detail {
 namespace {
 
@@ -72,7 +104,9 @@ class Planner {
 
   bool reads_input(int op) const {
     for (int v : impl_.ops[static_cast<std::size_t>(op)].inputs) {
-      if (impl_.values[static_cast<std::size_t>(v)].producer < 0) return true;
+      for (int data : impl_.data_of(v)) {
+        if (impl_.values[static_cast<std::size_t>(data)].producer < 0) return true;
+      }
     }
     return false;
   }

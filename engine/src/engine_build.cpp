@@ -60,8 +60,9 @@ void declare_inputs_outputs(const Network& network, CompiledEngine& engine) {
 Graph dependency_graph(const CompiledEngine& engine) {
   const int gate_resource = static_cast<int>(engine.values.size());
   std::vector<OpAccess> accesses;
-  for (const auto& op : engine.ops) {
-    OpAccess access{op.name, op.kind, op.inputs, {op.output}};
+  for (int index = 0; index < static_cast<int>(engine.ops.size()); ++index) {
+    const CompiledOp& op = engine.ops[static_cast<std::size_t>(index)];
+    OpAccess access = engine.data_access(index);
     for (std::size_t k = 0; k < engine.exits.size(); ++k) {
       if (op.gated_by & (1u << k)) access.reads.push_back(gate_resource + static_cast<int>(k));
     }
@@ -89,34 +90,55 @@ void add_workspaces(CompiledEngine& engine) {
   }
 }
 
-// Every value that exists at run time gets its offset: inputs, op outputs, workspaces.
+// Every value that exists at run time gets its offset: inputs, op outputs, workspaces. A value
+// aliasing another (a view, an in-place slice) is planned as part of the value owning its bytes:
+// that block's writers are the producers of everything in it, its readers everything's readers.
 void plan_arena(CompiledEngine& engine, std::size_t alignment) {
-  std::vector<EngineValue*> planned;
+  const std::size_t count = engine.values.size();
+  std::vector<int> root(count, -1);
+  std::vector<int> plan_index(count, -1);
   std::vector<PlannedValue> plan_input;
-  for (auto& value : engine.values) {
-    if (value.producer < 0 && !value.persistent) continue;  // pruned or fused away
-    planned.push_back(&value);
-    plan_input.push_back({value.desc.name, value.bytes, value.producer, {}, value.persistent});
+  for (std::size_t v = 0; v < count; ++v) {
+    if (!engine.values[v].has_storage()) continue;  // pruned or fused away
+    storage_offset(engine, static_cast<int>(v), &root[v]);
+    if (root[v] != static_cast<int>(v)) continue;
+    plan_index[v] = static_cast<int>(plan_input.size());
+    const EngineValue& value = engine.values[v];
+    plan_input.push_back({value.desc.name, value.bytes, -1, {}, value.persistent, {}});
   }
-  std::vector<int> plan_index(engine.values.size(), -1);
-  for (std::size_t k = 0; k < planned.size(); ++k) {
-    plan_index[static_cast<std::size_t>(planned[k] - engine.values.data())] = static_cast<int>(k);
+  auto block_of = [&](int v) -> PlannedValue& {
+    return plan_input[static_cast<std::size_t>(
+        plan_index[static_cast<std::size_t>(root[static_cast<std::size_t>(v)])])];
+  };
+  for (std::size_t v = 0; v < count; ++v) {
+    const int producer = engine.values[v].producer;
+    if (root[v] < 0 || producer < 0) continue;
+    PlannedValue& block = block_of(static_cast<int>(v));
+    if (block.producer < 0) {
+      block.producer = producer;
+    } else {
+      block.other_writers.push_back(producer);
+    }
   }
   for (std::size_t op = 0; op < engine.ops.size(); ++op) {
     for (int in : engine.ops[op].inputs) {
-      auto& readers = plan_input[static_cast<std::size_t>(plan_index[in])].readers;
-      if (readers.empty() || readers.back() != static_cast<int>(op)) {
+      auto& readers = block_of(in).readers;
+      if (std::find(readers.begin(), readers.end(), static_cast<int>(op)) == readers.end()) {
         readers.push_back(static_cast<int>(op));
       }
     }
-    if (engine.ops[op].workspace >= 0) {
-      plan_input[static_cast<std::size_t>(plan_index[engine.ops[op].workspace])].readers.push_back(
-          static_cast<int>(op));
-    }
+    if (engine.ops[op].workspace >= 0)
+      block_of(engine.ops[op].workspace).readers.push_back(static_cast<int>(op));
   }
   engine.plan = plan_memory(engine.graph, plan_input, alignment);
-  for (std::size_t k = 0; k < planned.size(); ++k)
-    planned[k]->offset = engine.plan.offsets[k];
+  for (std::size_t v = 0; v < count; ++v) {
+    if (root[v] < 0) continue;
+    const std::size_t inside = storage_offset(engine, static_cast<int>(v), nullptr);
+    engine.values[v].offset =
+        engine.plan
+            .offsets[static_cast<std::size_t>(plan_index[static_cast<std::size_t>(root[v])])] +
+        inside;
+  }
 }
 
 }  // namespace
@@ -137,14 +159,29 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
          options.threshold);
   }
   if (options.threads < 0 || options.threads > ThreadPool::max_threads()) {
-    fail("{} threads: give 0 (one per hardware thread) or 1 to {} ({} per hardware thread, {} here)",
-         options.threads, ThreadPool::max_threads(), ThreadPool::kMaxThreadsPerHardwareThread,
-         ThreadPool::hardware_threads());
+    fail(
+        "{} threads: give 0 (one per hardware thread) or 1 to {} ({} per hardware thread, {} here)",
+        options.threads, ThreadPool::max_threads(), ThreadPool::kMaxThreadsPerHardwareThread,
+        ThreadPool::hardware_threads());
   }
 
   auto engine = std::make_shared<detail::CompiledEngine>();
   engine->options = options;
+  // allow_tf32 is precision tf32; from here on both say the same.
+  if (options.allow_tf32 && options.precision == Precision::fp32) {
+    engine->options.precision = Precision::tf32;
+  }
+  engine->options.allow_tf32 = engine->options.precision == Precision::tf32;
+  if (options.device == Device::cuda && (engine->options.precision == Precision::fp16 ||
+                                         engine->options.precision == Precision::bf16)) {
+    fail(
+        "precision {} is not implemented on the cuda device yet (its kernels store fp32): use "
+        "fp32 or tf32 there, or build the engine on the cpu device, which emulates {}'s "
+        "rounding, to measure its effect on the model",
+        to_string(engine->options.precision), to_string(engine->options.precision));
+  }
   std::vector<LayerOp> layer_ops = detail::lower_network(network, weights, *engine);
+  detail::elide_copies(network, *engine, layer_ops);
   detail::plan_exits(network, *engine, layer_ops);
   detail::declare_inputs_outputs(network, *engine);
   engine->graph = detail::dependency_graph(*engine);
@@ -154,13 +191,16 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   detail::plan_arena(*engine, backend->arena_alignment());
   // Contexts allocate their arena later: refuse here what could never fit.
   std::size_t weight_bytes = 0;
-  for (const auto& [name, tensor] : weights.tensors()) weight_bytes += tensor.bytes().size();
-  const std::size_t limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes : backend->memory_bytes();
+  for (const auto& [name, tensor] : weights.tensors())
+    weight_bytes += tensor.bytes().size();
+  const std::size_t limit =
+      options.memory_limit_bytes > 0 ? options.memory_limit_bytes : backend->memory_bytes();
   if (engine->plan.arena_bytes > limit || weight_bytes > limit - engine->plan.arena_bytes) {
-    fail("the engine needs {} per context for activations and {} of weights, more than the {} "
-         "{} (EngineOptions::memory_limit_bytes); use smaller inputs",
-         detail::readable_bytes(engine->plan.arena_bytes), detail::readable_bytes(weight_bytes),
-         detail::readable_bytes(limit), options.memory_limit_bytes > 0 ? "limit" : "the device has");
+    fail(
+        "the engine needs {} per context for activations and {} of weights, more than the {} "
+        "{} (EngineOptions::memory_limit_bytes); use smaller inputs",
+        detail::readable_bytes(engine->plan.arena_bytes), detail::readable_bytes(weight_bytes),
+        detail::readable_bytes(limit), options.memory_limit_bytes > 0 ? "limit" : "the device has");
   }
 
   auto& info = engine->info;

@@ -69,7 +69,8 @@ void plan_exits(const Network& net, CompiledEngine& engine, std::vector<LayerOp>
 
   // Which ops each exit gates, from the data dependencies alone.
   std::vector<OpAccess> accesses;
-  for (const auto& op : engine.ops) accesses.push_back(OpAccess{op.name, op.kind, op.inputs, {op.output}});
+  for (int op = 0; op < static_cast<int>(engine.ops.size()); ++op)
+    accesses.push_back(engine.data_access(op));
   const Graph data(std::move(accesses));
   const int count = data.op_count();
   std::vector<bool> keep(static_cast<std::size_t>(count), false);  // grows with k: P_k
@@ -85,13 +86,14 @@ void plan_exits(const Network& net, CompiledEngine& engine, std::vector<LayerOp>
     if (speculate.valid()) {
       const int op = producing_op(engine, net, speculate);
       if (op < 0 && net.producer(speculate) >= 0) {
-        fail("exit '{}': speculate_until value '{}' is not computed for any output", engine.exits[k].name,
-             net.desc(speculate).name);
+        fail("exit '{}': speculate_until value '{}' is not computed for any output",
+             engine.exits[k].name, net.desc(speculate).name);
       }
       keep_with_ancestors(op);
     }
     for (int op = 0; op < count; ++op) {
-      if (!keep[static_cast<std::size_t>(op)]) engine.ops[static_cast<std::size_t>(op)].gated_by |= 1u << k;
+      if (!keep[static_cast<std::size_t>(op)])
+        engine.ops[static_cast<std::size_t>(op)].gated_by |= 1u << k;
     }
   }
 
@@ -103,10 +105,12 @@ void plan_exits(const Network& net, CompiledEngine& engine, std::vector<LayerOp>
     next[static_cast<std::size_t>(from)].push_back(to);
     ++indegree[static_cast<std::size_t>(to)];
   };
-  for (const Edge& edge : data.edges()) link(edge.from, edge.to);
+  for (const Edge& edge : data.edges())
+    link(edge.from, edge.to);
   for (std::size_t k = 0; k < engine.exits.size(); ++k) {
     for (int op = 0; op < count; ++op) {
-      if (engine.ops[static_cast<std::size_t>(op)].gated_by & (1u << k)) link(engine.exits[k].decision_op, op);
+      if (engine.ops[static_cast<std::size_t>(op)].gated_by & (1u << k))
+        link(engine.exits[k].decision_op, op);
     }
   }
   std::priority_queue<int, std::vector<int>, std::greater<>> ready;
@@ -124,7 +128,8 @@ void plan_exits(const Network& net, CompiledEngine& engine, std::vector<LayerOp>
   }
   CGR_ASSERT(static_cast<int>(order.size()) == count);
   std::vector<int> new_index(static_cast<std::size_t>(count));
-  for (int i = 0; i < count; ++i) new_index[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = i;
+  for (int i = 0; i < count; ++i)
+    new_index[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = i;
   std::vector<CompiledOp> ops;
   std::vector<LayerOp> reordered;
   for (int old : order) {
@@ -133,11 +138,13 @@ void plan_exits(const Network& net, CompiledEngine& engine, std::vector<LayerOp>
   }
   engine.ops = std::move(ops);
   layer_ops = std::move(reordered);
-  for (auto& op : engine.ops) op.gate_level = innermost_exit(op.gated_by);
+  for (auto& op : engine.ops)
+    op.gate_level = innermost_exit(op.gated_by);
   for (auto& value : engine.values) {
     if (value.producer >= 0) value.producer = new_index[static_cast<std::size_t>(value.producer)];
   }
-  for (auto& plan : engine.exits) plan.decision_op = new_index[static_cast<std::size_t>(plan.decision_op)];
+  for (auto& plan : engine.exits)
+    plan.decision_op = new_index[static_cast<std::size_t>(plan.decision_op)];
 }
 
 }  // namespace cgr::detail

@@ -1,8 +1,8 @@
 // Lowering: from the Network's layers to the engine's ops. Keeps only layers that reach an
 // output, binds weights by name (reporting every missing, unexpected or mis-shaped one at
 // once), and fuses chains the kernels run in one pass:
-//   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> activation] [-> Mul(squeeze-excitation)]
-//   and   Add -> activation,
+//   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> activation] [-> Mul(squeeze-excitation)],
+//   Add -> activation,   and   GlobalAvgPool -> Flatten / Reshape -> Linear (a pooled input),
 // where each fused intermediate value is read only by the next layer and is not an output,
 // and an activation is a ReLU, LeakyReLU, Clip or Unary layer (SiLU, HardSwish, Sigmoid, ...).
 // A BatchNorm2d is folded into the weights of the conv before it; a residual Add, an
@@ -23,6 +23,7 @@
 #include "cgr/layers/binary.hpp"
 #include "cgr/layers/clip.hpp"
 #include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/global_avg_pool.hpp"
 #include "cgr/layers/leaky_relu.hpp"
 #include "cgr/layers/relu.hpp"
 #include "cgr/layers/unary.hpp"
@@ -223,7 +224,26 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
       last = next;
     };
 
-    const EpilogueSupport supported = layer.supported_epilogue();
+    // GlobalAvgPool -> Flatten / Reshape to N x C -> Linear (a CNN's classifier or exit head)
+    // is one op: the Linear averages the pool's input itself (LayerOp::pooled_plane).
+    const Layer* executing = &layer;
+    int executing_index = i;
+    if (const auto* pool = layer_cast<GlobalAvgPool>(layer)) {
+      const int view = sole_consumer(out);
+      const int linear = view >= 0 && net.layer(view).output_is_input_view() &&
+                                 net.layer(view).output().shape.rank() == 2
+                             ? sole_consumer(net.layer_output(view))
+                             : -1;
+      if (linear >= 0 && net.layer(linear).supported_epilogue().pooled_input) {
+        absorb(view);
+        absorb(linear);
+        layer_op.pooled_plane = pool->geometry().plane_size;
+        executing = &net.layer(linear);
+        executing_index = linear;
+      }
+    }
+
+    const EpilogueSupport supported = executing->supported_epilogue();
     Epilogue& epilogue = layer_op.epilogue;
     int next = sole_consumer(out);
     if (const auto* conv = layer_cast<Conv2d>(layer)) {
@@ -270,8 +290,8 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
         absorb(next);
       }
     }
-    layer_op.layer = &layer;
-    layer_op.weights = bound[i];
+    layer_op.layer = executing;
+    layer_op.weights = bound[executing_index];
     op.output = out.id;
     positioned.push_back({last, std::move(op), std::move(layer_op)});
   }

@@ -16,16 +16,18 @@ namespace {
 // What the ordering test needs of a value, gathered once so the planner's O(values^2)
 // pair tests do not rebuild it.
 struct Lifetime {
-  int producer = -1;
-  std::vector<int> touchers;  // producer and readers: every op that uses the bytes
+  std::vector<int> writers;   // producer and other writers
+  std::vector<int> touchers;  // writers and readers: every op that uses the bytes
   bool shareable = false;     // neither persistent nor a graph input
 };
 
 Lifetime lifetime_of(const PlannedValue& value) {
   Lifetime lifetime;
-  lifetime.producer = value.producer;
+  if (value.producer >= 0) lifetime.writers.push_back(value.producer);
+  lifetime.writers.insert(lifetime.writers.end(), value.other_writers.begin(),
+                          value.other_writers.end());
   lifetime.shareable = !value.persistent && value.producer >= 0;
-  if (value.producer >= 0) lifetime.touchers.push_back(value.producer);
+  lifetime.touchers = lifetime.writers;
   lifetime.touchers.insert(lifetime.touchers.end(), value.readers.begin(), value.readers.end());
   std::sort(lifetime.touchers.begin(), lifetime.touchers.end());
   lifetime.touchers.erase(std::unique(lifetime.touchers.begin(), lifetime.touchers.end()),
@@ -34,11 +36,14 @@ Lifetime lifetime_of(const PlannedValue& value) {
 }
 
 // A strict ancestor relation, not "ancestor or equal": an op that reads `first` and writes
-// `second` would otherwise get the same bytes for its input and output.
+// `second` would otherwise get the same bytes for its input and output. Every writer of
+// `second` must come after all of `first`'s touchers, since any of them may write first.
 bool finished_before(const Graph& graph, const Lifetime& first, const Lifetime& second) {
   if (!first.shareable || !second.shareable) return false;
-  return std::all_of(first.touchers.begin(), first.touchers.end(),
-                     [&](int op) { return graph.reaches(op, second.producer); });
+  return std::all_of(first.touchers.begin(), first.touchers.end(), [&](int op) {
+    return std::all_of(second.writers.begin(), second.writers.end(),
+                       [&](int writer) { return graph.reaches(op, writer); });
+  });
 }
 
 std::size_t align_up(std::size_t value, std::size_t alignment) {
@@ -63,6 +68,12 @@ void validate(const Graph& graph, const std::vector<PlannedValue>& values, std::
       fail("plan_memory: value '{}' has producer op {}, but the graph has {} ops", value.name,
            value.producer, n);
     }
+    for (const int writer : value.other_writers) {
+      if (value.producer < 0 || writer < 0 || writer >= n) {
+        fail("plan_memory: value '{}' has another writer op {} {}", value.name, writer,
+             value.producer < 0 ? "but no producer" : fmt::format("but the graph has {} ops", n));
+      }
+    }
     for (const int reader : value.readers) {
       if (reader < 0 || reader >= n) {
         fail("plan_memory: value '{}' is read by op {}, but the graph has {} ops", value.name,
@@ -70,8 +81,11 @@ void validate(const Graph& graph, const std::vector<PlannedValue>& values, std::
       }
       // A read the graph does not order after the write is a read of garbage, and the
       // lifetime test (which only looks at ancestors of producers) would be unsound.
-      if (value.producer >= 0 && reader != value.producer &&
-          !graph.reaches(value.producer, reader)) {
+      const auto writes_before = [&](int writer) {
+        return writer == reader || graph.reaches(writer, reader);
+      };
+      if (value.producer >= 0 && !writes_before(value.producer) &&
+          std::none_of(value.other_writers.begin(), value.other_writers.end(), writes_before)) {
         fail(
             "plan_memory: value '{}' is read by op {} ('{}'), which the graph does not order "
             "after its producer op {} ('{}'); declare the read in that op's OpAccess",
@@ -109,7 +123,13 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<PlannedValue>& valu
   std::vector<int> placement_order(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i)
     placement_order[i] = i;
-  auto born = [&](int i) { return values[i].producer >= 0 ? position[values[i].producer] : -1; };
+  auto born = [&](int i) {
+    if (values[i].producer < 0) return -1;
+    int first = position[values[i].producer];
+    for (const int writer : values[i].other_writers)
+      first = std::min(first, position[writer]);
+    return first;
+  };
   std::sort(placement_order.begin(), placement_order.end(), [&](int a, int b) {
     if (values[a].persistent != values[b].persistent) return values[a].persistent;
     if (born(a) != born(b)) return born(a) < born(b);

@@ -1,7 +1,10 @@
 // Linear: shape rule and the CPU kernel (cpu/linear_cpu.cpp).
 #include "cgr/layers/linear.hpp"
 
+#include <algorithm>
+
 #include "cgr/error.hpp"
+#include "cgr/thread_pool.hpp"
 #include "cpu/linear_cpu.hpp"
 
 namespace cgr {
@@ -12,15 +15,42 @@ namespace {
 
 class LinearCpuKernel final : public CpuKernel {
  public:
-  LinearCpuKernel(std::int64_t rows, std::int64_t in, std::int64_t out,
+  LinearCpuKernel(std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t pooled_plane,
                   std::span<const float> weight, std::span<const float> bias)
-      : rows_(rows), linear_(in, out, weight, bias) {}
+      : rows_(rows), pooled_plane_(pooled_plane), linear_(in, out, weight, bias) {}
+
+  // The pooled input's means, when a GlobalAvgPool is fused before the layer.
+  std::size_t workspace_bytes() const override {
+    return pooled_plane_ > 0
+               ? static_cast<std::size_t>(rows_ * linear_.in_features()) * sizeof(float)
+               : 0;
+  }
+
   void run(const KernelIo& io) const override {
-    linear_.run(io.inputs[0], rows_, io.output, false, io.pool);
+    const float* x = io.inputs[0];
+    if (pooled_plane_ > 0) {
+      // The same sums and division as GlobalAvgPool's kernel: fused or not, the same bits.
+      float* means = io.workspace;
+      const auto plane = static_cast<std::size_t>(pooled_plane_);
+      const std::size_t planes = static_cast<std::size_t>(rows_ * linear_.in_features());
+      const std::size_t grain = std::max<std::size_t>(1, 8192 / plane);
+      io.pool->parallel_for(planes, grain, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t p = begin; p < end; ++p) {
+          const float* values = x + p * plane;
+          float sum = 0.0f;
+          for (std::size_t i = 0; i < plane; ++i)
+            sum += values[i];
+          means[p] = sum / static_cast<float>(pooled_plane_);
+        }
+      });
+      x = means;
+    }
+    linear_.run(x, rows_, io.output, false, io.pool);
   }
 
  private:
   std::int64_t rows_;
+  std::int64_t pooled_plane_;
   cpu::LinearKernelCpu linear_;
 };
 
@@ -34,8 +64,7 @@ Linear::Linear(std::string name, const TensorDesc& input, const LinearParams& pa
          this->name(), input.name, s.to_string());
   }
   if (params_.out_features <= 0) {
-    fail("Linear '{}': out_features must be positive, got {}", this->name(),
-         params_.out_features);
+    fail("Linear '{}': out_features must be positive, got {}", this->name(), params_.out_features);
   }
   std::vector<std::int64_t> dims = s.dims();
   dims.back() = params_.out_features;
@@ -62,9 +91,9 @@ OpCost Linear::cost() const {
 
 std::unique_ptr<CpuKernel> Linear::make_cpu_kernel(const LayerOp& op) const {
   const Tensor* bias = params_.bias ? op.weights.at("bias") : nullptr;
-  return std::make_unique<LinearCpuKernel>(geometry_.rows, geometry_.in_features,
-                                           geometry_.out_features, op.weights.at("weight")->f32(),
-                                           bias ? bias->f32() : std::span<const float>{});
+  return std::make_unique<LinearCpuKernel>(
+      geometry_.rows, geometry_.in_features, geometry_.out_features, op.pooled_plane,
+      op.weights.at("weight")->f32(), bias ? bias->f32() : std::span<const float>{});
 }
 
 }  // namespace cgr

@@ -72,6 +72,7 @@ class BucketedEngine(_EngineBase):
         threads: int = 0,
         input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
         exit_outputs: Optional[Iterable[Union[str, Tuple[str, str]]]] = None,
+        precision: str = "fp32",
     ) -> "BucketedEngine":
         """Imports an ONNX model once per bucket and builds an engine for each.
 
@@ -86,7 +87,7 @@ class BucketedEngine(_EngineBase):
         except (TypeError, ValueError):
             raise TypeError(f"buckets: a sequence of batch sizes, got {buckets!r}") from None
         arguments = _build_arguments(device, mode, exits, threshold, threads, input_shapes,
-                                     exit_outputs)
+                                     exit_outputs, precision)
         path = os.fspath(path)
         return cls(_cgr.BucketedEngine.from_file(path, sizes, arguments), path)
 

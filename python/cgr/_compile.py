@@ -137,6 +137,7 @@ def compile(
     exit_policy: str = "all",
     threshold: float = 0.9,
     threads: int = 0,
+    precision: str = "fp32",
     opset: int = 17,
     keep_onnx: Optional[Union[str, os.PathLike]] = None,
 ) -> Engine:
@@ -147,7 +148,7 @@ def compile(
         the engine's exit policy ("off" | "all" | "early") and threshold its confidence.
     output_names / input_names: names of the returned tensors / forward's arguments (default:
         "output" or output0.., forward's parameter names).
-    device, mode, threads: as Engine.from_onnx. opset: the ONNX opset to export (7-21; torch
+    device, mode, threads, precision: as Engine.from_onnx. opset: the ONNX opset to export (7-21; torch
         1.13 exports up to 17). keep_onnx: also write the exported model to this path.
     The module is exported in eval mode; nothing is left in the temporary folder.
     """
@@ -200,5 +201,6 @@ def compile(
             threads=threads,
             input_shapes={},
             exit_outputs=heads,
+            precision=precision,
         ),
     )

@@ -62,13 +62,17 @@ def _exit_outputs(exit_outputs) -> List[Tuple[str, str]]:
     return pairs
 
 
-def _build_arguments(device, mode, exits, threshold, threads, input_shapes, exit_outputs):
+def _build_arguments(device, mode, exits, threshold, threads, input_shapes, exit_outputs,
+                     precision="fp32"):
     args = _cgr.BuildArguments()
     args.device = device
     args.mode = mode
     args.exits = exits
     args.threshold = float(threshold)
     args.threads = int(threads)
+    if precision not in ("fp32", "tf32", "fp16", "bf16"):
+        raise ValueError(f"precision: {precision!r} is not 'fp32', 'tf32', 'fp16' or 'bf16'")
+    args.precision = precision
     args.input_shapes = {
         name: [int(d) for d in shape] for name, shape in (input_shapes or {}).items()
     }
@@ -282,6 +286,10 @@ class _EngineBase:
     def threads(self) -> int:
         return self._options["threads"]
 
+    @property
+    def precision(self) -> str:
+        return self._options["precision"]
+
     def _thread_context(self):
         context = getattr(self._contexts, "context", None)
         if context is None:
@@ -324,6 +332,7 @@ class Engine(_EngineBase):
         threads: int = 0,
         input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
         exit_outputs: Optional[Iterable[Union[str, Tuple[str, str]]]] = None,
+        precision: str = "fp32",
     ) -> "Engine":
         """Imports an ONNX model (a path, or the model's bytes) and builds an engine.
 
@@ -332,7 +341,9 @@ class Engine(_EngineBase):
         exit fires, in [0, 1]; threads: CPU threads (0: one per hardware thread);
         input_shapes: {input: shape} for inputs with symbolic dims;
         exit_outputs: graph outputs that are exit heads, in backbone order, each a name or an
-        (output, speculate_until) pair of ONNX tensor names (cgr::OnnxExit).
+        (output, speculate_until) pair of ONNX tensor names (cgr::OnnxExit);
+        precision: "fp32" | "tf32" | "fp16" | "bf16" (cgr::EngineOptions::precision: on the
+        cpu its storage rounding is emulated; cuda has fp32 and tf32).
         """
         arguments = dict(
             device=device,
@@ -342,6 +353,7 @@ class Engine(_EngineBase):
             threads=threads,
             input_shapes=dict(input_shapes or {}),
             exit_outputs=_exit_outputs(exit_outputs),
+            precision=precision,
         )
         if isinstance(path, (bytes, bytearray)):
             return cls._build(bytes(path), "ONNX model bytes", arguments)

@@ -175,6 +175,7 @@ struct BuildArguments {
   std::string device, mode, exits;
   float threshold = 0.9f;
   int threads = 0;
+  std::string precision = "fp32";
   std::map<std::string, std::vector<std::int64_t>> input_shapes;
   std::vector<std::pair<std::string, std::string>> exit_outputs;  // (output, speculate_until)
 };
@@ -195,6 +196,7 @@ EngineOptions engine_options(const BuildArguments& args) {
   options.exits = parse_exit_policy(args.exits);
   options.threshold = args.threshold;
   options.threads = args.threads;
+  options.precision = parse_precision(args.precision);
   return options;
 }
 
@@ -239,6 +241,7 @@ class EngineHandle {
     d["exits"] = std::string(to_string(o.exits));
     d["threshold"] = o.threshold;
     d["threads"] = o.threads;
+    d["precision"] = std::string(to_string(o.precision));
     return d;
   }
 
@@ -457,6 +460,7 @@ class BucketedEngineHandle {
     d["exits"] = std::string(to_string(o.exits));
     d["threshold"] = o.threshold;
     d["threads"] = o.threads;
+    d["precision"] = std::string(to_string(o.precision));
     return d;
   }
 
@@ -610,6 +614,7 @@ NB_MODULE(_cgr, m) {
       .def_rw("exits", &BuildArguments::exits)
       .def_rw("threshold", &BuildArguments::threshold)
       .def_rw("threads", &BuildArguments::threads)
+      .def_rw("precision", &BuildArguments::precision)
       .def_rw("input_shapes", &BuildArguments::input_shapes)
       .def_rw("exit_outputs", &BuildArguments::exit_outputs);
 

@@ -7,6 +7,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -368,6 +369,29 @@ TEST_CASE("cgr-bench: --info prints the graph facts and exits") {
   CHECK(run.out.find("critical path") != std::string::npos);
   CHECK(run.out.find("=== Performance summary") == std::string::npos);
   CHECK(run.out.find("output         logits 1x1000") != std::string::npos);
+  // The planned CUDA graph, on any machine: googlenet's Concats are written in place.
+  CHECK(run.out.find("cuda plan      dag 73 nodes") != std::string::npos);
+  CHECK(run.out.find("ops after fusion") != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: --precision is reported and in the JSON, and changes the outputs") {
+  const fs::path report = kWork / "fp16.json";
+  const fs::path fp16 = kWork / "out-fp16", fp32 = kWork / "out-fp32";
+  const Run run = bench(kSmall + " --mode dag --iterations 10 --precision fp16 --export-json " +
+                            quoted(report) + " --export-output " + quoted(fp16),
+                        "fp16");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("precision      fp16 (cpu: its storage rounding emulated)") !=
+        std::string::npos);
+  const json j = load_json(report);
+  CHECK(j["settings"]["precision"] == "fp16");
+  CHECK(j["graph"]["cuda_plan"]["dag"]["nodes"].get<int>() > 0);
+  REQUIRE(bench(kSmall + " --mode dag --iterations 10 --export-output " + quoted(fp32), "fp32")
+              .status == 0);
+  const cgr::Tensor a = cgr::load_npy(fp16 / "out.npy"), b = cgr::load_npy(fp32 / "out.npy");
+  CHECK(a.f32().size() == b.f32().size());
+  CHECK_FALSE(std::equal(a.f32().begin(), a.f32().end(), b.f32().begin()));
 }
 
 TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
@@ -389,6 +413,7 @@ TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
       "--model two-branch --iterations 3 --iterations 4",  // a repeated flag
       "--model two-branch --device cpu --exits early",     // no exit heads
       "--model two-branch --device cpu --threshold 0.5",
+      "--model two-branch --precision half",
       "--device cpu",  // no model
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {

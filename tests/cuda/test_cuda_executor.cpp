@@ -379,3 +379,31 @@ TEST_CASE("CUDA exits with a batch fire only when every sample is confident" * d
 }
 
 TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("executor");
+
+TEST_CASE("CUDA precision: tf32 on tensor cores within TF32's error, fp16 and bf16 refused by name" *
+          doctest::skip(no_device)) {
+  const Network net = models::resnet18(1, 64, 10);
+  const Weights w = models::random_weights(net, 11);
+  const auto x = test::random_vector(3 * 64 * 64, 12);
+  const auto reference = cpu_reference(net, w, "image", x, "logits");
+  for (Mode mode : kCudaModes) {
+    CAPTURE(to_string(mode));
+    const Engine tf32 =
+        Engine::build(net, w, {.device = Device::cuda, .mode = mode, .precision = Precision::tf32});
+    CHECK(tf32.options().allow_tf32);
+    const auto y = tf32.create_context().infer({{"image", x}}).output("logits").to_vector();
+    CHECK(test::relative_error(y, reference) < 1e-2);
+  }
+  for (const Precision precision : {Precision::fp16, Precision::bf16}) {
+    CHECK_THROWS_WITH_AS(
+        Engine::build(net, w, {.device = Device::cuda, .precision = precision}),
+        doctest::Contains((std::string("precision ") + std::string(to_string(precision)) +
+                           " is not implemented on the cuda device yet")
+                              .c_str()),
+        Error);
+  }
+}
+
+TEST_SUITE_END();

@@ -22,6 +22,25 @@ def test_compiled_two_branch_model_matches_pytorch(two_branch, image, two_branch
     assert relative_error(eager(image)["output"].numpy(), want) <= 1e-5
 
 
+def test_precision_rounds_like_the_format(two_branch, two_branch_onnx, image):
+    want = two_branch(image).detach().numpy()
+    fp32 = cgr.Engine.from_onnx(two_branch_onnx, threads=1)
+    assert fp32.precision == "fp32"
+    for precision, bound in (("fp16", 1e-2), ("bf16", 5e-2)):
+        engine = cgr.Engine.from_onnx(two_branch_onnx, threads=1, precision=precision)
+        assert engine.precision == precision
+        got = engine(image.numpy())["logits"]
+        # Every value is one the format stores, and the error is the format's, not zero.
+        stored = got.astype(np.float16) if precision == "fp16" else got
+        if precision == "fp16":
+            np.testing.assert_array_equal(stored.astype(np.float32), got)
+        else:
+            assert not np.any(got.view(np.uint32) & 0xFFFF)
+        assert 0 < relative_error(got, want) <= bound
+    with pytest.raises(ValueError, match="precision: 'half' is not"):
+        cgr.Engine.from_onnx(two_branch_onnx, precision="half")
+
+
 def test_numpy_in_numpy_out(two_branch_engine, image):
     result = two_branch_engine(image.numpy())
     out = result["output"]

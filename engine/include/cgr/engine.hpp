@@ -17,6 +17,7 @@
 #include "cgr/error.hpp"
 #include "cgr/graph.hpp"
 #include "cgr/network.hpp"
+#include "cgr/precision.hpp"
 #include "cgr/tensor.hpp"
 #include "cgr/weights.hpp"
 
@@ -61,7 +62,14 @@ struct EngineOptions {
   ExitPolicy exits = ExitPolicy::all;
   // An exit fires when every sample's confidence (a probability) is >= threshold, in [0, 1].
   float threshold = 0.9f;
-  bool allow_tf32 = false;  // CUDA: let cuDNN/cuBLAS use TF32 tensor cores (not bit-faithful fp32)
+  // The arithmetic (cgr/precision.hpp). cuda: fp32 (FMA), tf32 (cuDNN / cuBLAS on TF32 tensor
+  // cores); fp16 and bf16 storage are not implemented on the GPU yet (an Error at build).
+  // cpu: the precision's rounding emulated: weights rounded once at build, the inputs and every
+  // op's output rounded to it, fp32 arithmetic inside each op; so its numerical effect on a
+  // model can be measured anywhere. tf32 on the CPU rounds like that too, with TF32's 10-bit
+  // mantissa: an upper bound on the GPU's TF32 error, where only conv and GEMM operands round.
+  Precision precision = Precision::fp32;
+  bool allow_tf32 = false;  // the same as precision tf32 (kept for existing callers)
   // The most memory one context's activation arena plus the weights may take; building a
   // larger engine is an Error, before anything that size is allocated. 0: the device's memory
   // (CPU: physical memory; CUDA: the GPU's).
@@ -87,6 +95,11 @@ struct CudaGraphPlan {
   std::vector<Node> nodes;
   int graphs = 1;  // top level plus one body per conditional node
   std::size_t edge_count() const;
+  // Nodes on the longest chain of the plan, where a body's nodes come after its IF node: the
+  // sequential steps one inference takes at least (ExitPolicy::early: when no exit fires).
+  int critical_path_nodes() const;
+  // The same chain's length up to and including node `node`.
+  int path_nodes_to(int node) const;
 };
 
 // The CUDA graph of an execution context checked against its plan and the IR.

@@ -18,6 +18,10 @@ struct PlannedValue {
   int producer = -1;         // op that writes it; -1: written before any op (a graph input)
   std::vector<int> readers;  // ops that read it (a workspace lists its own op)
   bool persistent = false;   // inputs and outputs: live for the whole inference, never shared
+  // Ops besides the producer that write parts of it: a Concat output whose inputs are written
+  // in place. Its bytes are live from the first of its writers on; a reader need only be
+  // ordered after one of them (it may read just that writer's part).
+  std::vector<int> other_writers;
 };
 
 struct MemoryPlan {

@@ -46,9 +46,23 @@ struct CompiledOp {
 struct EngineValue {
   TensorDesc desc;
   std::size_t bytes = 0;
-  int producer = -1;        // op index; -1 for a network input
+  int producer = -1;        // op index; -1 for a network input (or a value below)
   bool persistent = false;  // inputs, outputs, confidences: live for the whole inference
   std::size_t offset = 0;   // in the arena
+  // Copies the engine elided (aliasing.cpp). A value with alias_of >= 0 lies inside value
+  // alias_of's bytes, alias_offset bytes in: with `view`, it is the same data under another
+  // shape (a Flatten or Reshape that runs no op); without, it is a slice its producer writes
+  // in place (an input of a Concat that runs no op). That Concat's output lists the values
+  // written into it as `parts` and has no producer.
+  int alias_of = -1;
+  std::size_t alias_offset = 0;
+  bool view = false;
+  std::vector<int> parts;
+
+  // Whether the value has bytes at run time (false: fused away or pruned).
+  bool has_storage() const {
+    return producer >= 0 || persistent || alias_of >= 0 || !parts.empty();
+  }
 };
 
 // An exit head as the engine runs it: a decision op reads the head's logits and writes the
@@ -79,6 +93,12 @@ struct CompiledEngine {
   std::unique_ptr<const Program> program;
 
   bool early_exits() const { return options.exits == ExitPolicy::early; }
+  // The values whose writes make up `value`'s data, for the hazard analysis: itself, unless
+  // it is a view (its source's) or a Concat output written in place (its parts'). A value
+  // with no producer among them is a network input.
+  std::vector<int> data_of(int value) const;
+  // Op `op`'s reads and writes as the hazard analysis sees them (data_of each value).
+  OpAccess data_access(int op) const;
   // Whether op `op` is skipped in a run where the exits in `fired` fired (ExitPolicy::early).
   bool skipped(int op, std::uint32_t fired) const {
     return (ops[static_cast<std::size_t>(op)].gated_by & fired) != 0;

@@ -1,5 +1,5 @@
 // Flatten: merges dims [start_dim, rank) into one (torch.flatten(x, start_dim)). The data is
-// unchanged; both backends copy it today (a view that aliases the input is planned).
+// unchanged: in an engine it is a view of its input (no op runs) unless it is an output.
 #pragma once
 
 #include "cgr/layers/layer.hpp"
@@ -13,6 +13,7 @@ class Flatten final : public Layer {
 
   std::string_view kind() const override { return kKind; }
   std::string attributes() const override;
+  bool output_is_input_view() const override { return true; }
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:

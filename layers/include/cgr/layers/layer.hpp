@@ -83,23 +83,29 @@ struct Epilogue {
 };
 
 // The parts of an epilogue a layer's kernels can apply: a residual add, a ReLU only or any
-// activation, and the squeeze-excitation Mul.
+// activation, and the squeeze-excitation Mul; and the one prologue, a pooled input.
 struct EpilogueSupport {
   bool residual = false;
   bool relu = false;
   bool any_activation = false;
   bool channel_gate = false;
+  bool pooled_input = false;  // a GlobalAvgPool (+ Flatten) before it: LayerOp::pooled_plane
 };
 
 // One op as the engine lowered it, which is what every backend makes its executable from: the
 // op's first layer, that layer's bound weights, the weight and bias the engine prepared for it
 // (Conv2d: with a following BatchNorm2d folded in), and the epilogue fused after it. Lives
 // only while the engine is built: executables keep their own copies of what they need.
+//
+// A pooled input is fused before the layer: GlobalAvgPool -> Flatten -> Linear, the exit and
+// classifier heads of CNNs, becomes one op whose input is the pool's N x C x plane tensor,
+// averaged over each plane of pooled_plane elements by the op itself (pooled_plane 0: no pool).
 struct LayerOp {
   const Layer* layer = nullptr;
   LayerWeights weights;
   std::vector<float> folded_weight, folded_bias;
   Epilogue epilogue;
+  std::int64_t pooled_plane = 0;
 };
 
 // Work of one run of an op: arithmetic and memory traffic (activations and weights read,
@@ -152,6 +158,9 @@ class Layer {
   virtual OpCost cost() const;
   // The epilogue this layer's kernels can fuse (on every backend).
   virtual EpilogueSupport supported_epilogue() const { return {}; }
+  // True when the output is the input's dense data under another shape (Flatten, Reshape):
+  // the engine then runs no op for it and lets readers read the input's bytes.
+  virtual bool output_is_input_view() const { return false; }
   // The CPU kernel of `op` (op.layer == this). Weights are already checked against
   // weight_specs(); the epilogue is within supported_epilogue().
   virtual std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const = 0;

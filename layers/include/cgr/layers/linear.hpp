@@ -28,6 +28,7 @@ class Linear final : public Layer {
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
   OpCost cost() const override;
+  EpilogueSupport supported_epilogue() const override { return {.pooled_input = true}; }
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:

@@ -13,6 +13,7 @@ class Reshape final : public Layer {
 
   std::string_view kind() const override { return kKind; }
   std::string attributes() const override;
+  bool output_is_input_view() const override { return true; }
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 };
 

@@ -94,28 +94,161 @@ Network build_builtin(const Builtin& b, std::int64_t batch, std::int64_t channel
 // missing; say how to give the shape on this command line as well.
 [[noreturn]] void throw_with_shape_hint(const Error& e) {
   if (std::string_view(e.what()).find("input_shapes") != std::string_view::npos) {
-    fail("{} (cgr-bench: --input-shape NAME=NxCxHxW)", e.what());
+    fail(
+        "{} (cgr-bench: --input-shape NAME=NxCxHxW; --batch N for a symbolic batch; or a "
+        "--load-input NAME=FILE.npy of that shape)",
+        e.what());
   }
   throw e;
 }
 
-// The graph inputs that are not initializers (--input-shape without NAME= means the first),
-// read with protobuf alone: the importer needs a symbolic input's shape before it can run.
-std::vector<std::string> onnx_input_names(const std::string& path) {
+// A graph input that is not an initializer, as the file declares it: read with protobuf alone,
+// because the importer needs a symbolic input's shape before it can run.
+struct OnnxInput {
+  std::string name = {};
+  bool has_shape = false;
+  std::vector<std::int64_t> dims = {};   // -1: symbolic (or unknown)
+  std::vector<std::string> labels = {};  // per dim: its value or its symbol ("N"; "?" unnamed)
+
+  bool symbolic(std::size_t d) const { return d < dims.size() && dims[d] < 0; }
+  std::string declared() const {
+    return has_shape ? fmt::format("{}", fmt::join(labels, "x")) : "(no shape)";
+  }
+};
+
+// The inputs in the file's order (--input-shape without NAME= means the first).
+std::vector<OnnxInput> onnx_inputs(const std::string& path) {
   // The importer's reader: regular files only (a FIFO would block), at most protobuf's 2 GiB.
   const std::vector<std::byte> bytes =
       read_file(path, static_cast<std::uint64_t>(std::numeric_limits<int>::max()), "an ONNX model");
   ::onnx::ModelProto model;
-  // An unparsable file yields no names; import_onnx then reports the problem in its words.
+  // An unparsable file yields no inputs; import_onnx then reports the problem in its words.
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return {};
   std::set<std::string> initializers;
   for (const auto& init : model.graph().initializer())
     initializers.insert(init.name());
-  std::vector<std::string> names;
+  std::vector<OnnxInput> inputs;
   for (const auto& input : model.graph().input()) {
-    if (!initializers.contains(input.name())) names.push_back(input.name());
+    if (initializers.contains(input.name())) continue;
+    OnnxInput in{.name = input.name()};
+    if (input.type().has_tensor_type() && input.type().tensor_type().has_shape()) {
+      in.has_shape = true;
+      for (const auto& dim : input.type().tensor_type().shape().dim()) {
+        const bool known = dim.has_dim_value() && dim.dim_value() > 0;
+        in.dims.push_back(known ? dim.dim_value() : -1);
+        in.labels.push_back(known                 ? std::to_string(dim.dim_value())
+                            : dim.has_dim_param() ? dim.dim_param()
+                                                  : "?");
+      }
+    }
+    inputs.push_back(std::move(in));
   }
-  return names;
+  return inputs;
+}
+
+std::string input_names(const std::vector<OnnxInput>& inputs) {
+  std::vector<std::string> names;
+  for (const auto& in : inputs)
+    names.push_back(in.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The concrete shape of every ONNX input the command line determines, for
+// OnnxImportOptions::input_shapes: --input-shape / --shapes first; else the file's dims with
+// --batch in a symbolic batch dimension and a --load-input file's shape in the other symbolic
+// ones; then the sweep's size as H = W of the first input. An input left with a symbolic
+// dimension is the importer's to report.
+std::map<std::string, Shape, std::less<>> onnx_input_shapes(const Options& o,
+                                                            std::optional<std::int64_t> size) {
+  const std::vector<OnnxInput> inputs = onnx_inputs(o.model);
+  std::map<std::string, Shape, std::less<>> shapes;
+  if (inputs.empty()) return shapes;
+  const OnnxInput* first = &inputs.front();
+  auto find = [&](const std::string& name) -> const OnnxInput* {
+    for (const auto& in : inputs) {
+      if (in.name == name) return &in;
+    }
+    return nullptr;
+  };
+  for (const InputShape& given : o.input_shapes) {
+    const std::string name = given.name.empty() ? first->name : given.name;
+    if (find(name) == nullptr) {
+      throw UsageError(fmt::format("{}: {} has no input '{}' (inputs: {})", o.input_shapes_option,
+                                   o.model, name, input_names(inputs)));
+    }
+    Shape shape = given.shape;
+    if (o.batch > 0) shape[0] = o.batch;  // --batch overrides the given first dimension
+    shapes[name] = shape;
+  }
+  std::vector<std::int64_t> first_dims = first->dims;
+  for (const OnnxInput& in : inputs) {
+    if (shapes.contains(in.name) || !in.has_shape) continue;
+    std::vector<std::int64_t> dims = in.dims;
+    if (o.batch > 0 && !dims.empty()) {
+      if (in.symbolic(0)) {
+        dims[0] = o.batch;
+      } else if (dims[0] != o.batch) {
+        // trtexec refuses --batch on networks with an explicit batch; so does cgr-bench on a
+        // batch the file fixes (the network's constants may depend on it).
+        throw UsageError(fmt::format(
+            "--batch: input '{}' of {} has a fixed batch of {} ({}); --batch fills only a "
+            "symbolic batch dimension (to override the file, give the whole shape: "
+            "--input-shape {}=...)",
+            in.name, o.model, dims[0], in.declared(), in.name));
+      }
+    }
+    // A .npy for an input with symbolic dimensions: its shape gives them.
+    for (const InputFile& file : o.load_inputs) {
+      // Without NAME= the file is for the only input (make_inputs refuses it otherwise).
+      if (file.name.empty() && inputs.size() != 1) continue;
+      const std::string name = file.name.empty() ? first->name : file.name;
+      if (name != in.name || std::find(dims.begin(), dims.end(), -1) == dims.end()) continue;
+      const Shape data = load_npy(file.path).shape();
+      // The input's shape, or it without a leading batch dimension of 1 (as make_inputs takes).
+      std::vector<std::int64_t> fit = data.dims();
+      if (fit.size() + 1 == dims.size() && (dims[0] == 1 || in.symbolic(0)))
+        fit.insert(fit.begin(), 1);
+      bool fits = fit.size() == dims.size();
+      for (std::size_t d = 0; fits && d < dims.size(); ++d)
+        fits = dims[d] < 0 || dims[d] == fit[d];
+      if (!fits) {
+        std::vector<std::string> labels = in.labels;
+        for (std::size_t d = 0; d < dims.size(); ++d) {
+          if (dims[d] > 0) labels[d] = std::to_string(dims[d]);
+        }
+        fail(
+            "{}: shape {} does not fit input '{}' {} (the file's dimensions must equal the "
+            "fixed ones)",
+            file.path, data.to_string(), in.name, fmt::join(labels, "x"));
+      }
+      dims = fit;
+    }
+    if (dims != in.dims && std::find(dims.begin(), dims.end(), -1) == dims.end())
+      shapes[in.name] = Shape(dims);
+    if (&in == first) first_dims = dims;  // the sweep fills in H and W
+  }
+  if (size) {
+    // The sweep changes the first input's H = W, which the file must leave symbolic: a network
+    // exported for one size may hold constants of that size.
+    const std::size_t rank = first->dims.size();
+    if (!first->has_shape || rank < 3 || !first->symbolic(rank - 1) || !first->symbolic(rank - 2)) {
+      throw UsageError(fmt::format(
+          "--sweep-size: input '{}' of {} is {}; the sweep sets its last two dimensions (H = W), "
+          "which must be symbolic in the file (export with dynamic H and W)",
+          first->name, o.model, first->declared()));
+    }
+    std::vector<std::int64_t> dims =
+        shapes.contains(first->name) ? shapes.at(first->name).dims() : first_dims;
+    // A given shape of another rank is the importer's to refuse; index within its own.
+    if (dims.size() >= 2) dims[dims.size() - 2] = dims[dims.size() - 1] = *size;
+    if (std::find(dims.begin(), dims.end(), -1) == dims.end()) {
+      shapes[first->name] = Shape(dims);
+    } else {
+      fail("{}: input '{}' is {}; give its other symbolic dimensions: {} {}=...", o.model,
+           first->name, first->declared(), o.input_shapes_option, first->name);
+    }
+  }
+  return shapes;
 }
 #endif
 
@@ -130,22 +263,25 @@ LoadedModel load_model(const Options& o, std::optional<std::int64_t> size) {
   if (const Builtin* b = find_builtin(o.model)) {
     m.facts.source = "built-in";
     std::int64_t batch = 1, channels = b->channels, side = b->size;
-    if (o.input_shape) {
-      const Shape& s = *o.input_shape;
-      if (!o.input_name.empty() && o.input_name != b->input) {
-        throw UsageError(fmt::format("--input-shape: {} has no input '{}' (its input is '{}')",
-                                     b->name, o.input_name, b->input));
+    const std::string& option = o.input_shapes_option;
+    for (const InputShape& given : o.input_shapes) {
+      if (!given.name.empty() && given.name != b->input) {
+        throw UsageError(fmt::format("{}: {} has no input '{}' (its input is '{}')", option,
+                                     b->name, given.name, b->input));
       }
+    }
+    if (!o.input_shapes.empty()) {
+      // Names checked above, and --shapes refuses a name given twice: one entry.
+      const Shape& s = o.input_shapes.front().shape;
       if (s.rank() != 4)
         throw UsageError(
-            fmt::format("--input-shape: {} needs NxCxHxW, not {}", b->name, s.to_string()));
+            fmt::format("{}: {} needs NxCxHxW, not {}", option, b->name, s.to_string()));
       if (s[2] != s[3])
-        throw UsageError(
-            fmt::format("--input-shape: {} is built for square inputs (H == W), not {}", b->name,
-                        s.to_string()));
+        throw UsageError(fmt::format("{}: {} is built for square inputs (H == W), not {}", option,
+                                     b->name, s.to_string()));
       if (s[1] != channels && !b->channels_free) {
-        throw UsageError(fmt::format("--input-shape: {} takes {} input channels, not {}", b->name,
-                                     channels, s[1]));
+        throw UsageError(
+            fmt::format("{}: {} takes {} input channels, not {}", option, b->name, channels, s[1]));
       }
       batch = s[0];
       channels = s[1];
@@ -170,30 +306,7 @@ LoadedModel load_model(const Options& o, std::optional<std::int64_t> size) {
     for (const ExitOutput& exit : o.exit_outputs)
       import_options.exits.push_back(
           {.output = exit.output, .speculate_until = exit.speculate_until});
-    if (o.input_shape || o.batch > 0) {
-      std::string name = o.input_name;
-      std::optional<Shape> shape = o.input_shape;
-      // The input's name (and, for --batch alone, its declared shape) come from the file.
-      const std::vector<std::string> names = onnx_input_names(o.model);
-      if (name.empty() && !names.empty()) name = names.front();
-      if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) {
-        throw UsageError(fmt::format("--input-shape: {} has no input '{}' (inputs: {})", o.model,
-                                     name, fmt::join(names, ", ")));
-      }
-      if (!shape) {
-        try {
-          const OnnxModel probe = import_onnx(o.model);
-          shape = probe.network.desc(probe.network.find_value(name)).shape;
-        } catch (const Error& e) {
-          throw_with_shape_hint(e);
-        }
-      }
-      if (o.batch > 0) {
-        if (shape->rank() == 0) throw UsageError("--batch: the input is a scalar");
-        (*shape)[0] = o.batch;
-      }
-      import_options.input_shapes[name] = *shape;
-    }
+    import_options.input_shapes = onnx_input_shapes(o, size);
     OnnxModel imported = [&] {
       try {
         return import_onnx(o.model, import_options);
@@ -364,11 +477,12 @@ void export_dot(const std::vector<ModeRun>& runs, const std::string& path,
   fmt::print("dot            no CUDA graph to dump (mode eager only)\n");
 }
 
-void write_json(const std::string& path, const nlohmann::json& j) {
+void write_json(const std::string& path, const nlohmann::json& j,
+                const char* label = "json           report") {
   // Text that is not UTF-8 (an argument, a file name) is written with U+FFFD in its place
   // rather than failing the report after the run.
   write_text_file(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + '\n');
-  fmt::print("json           report written to {}\n", path);
+  fmt::print("{} written to {}\n", label, path);
 }
 
 void check_output_file(const std::string& option, const std::string& path) {
@@ -382,6 +496,7 @@ void check_outputs(const Options& o) {
   check_output_file("--timeline", o.timeline);
   check_output_file("--export-plot", o.export_plot);
   check_output_file("--export-weights", o.export_weights);
+  check_output_file("--exportTimes", o.export_times);
   if (!o.export_output.empty()) prepare_output_folder(o.export_output);
 }
 
@@ -436,10 +551,6 @@ int run(const Options& o) {
         fmt::format("unknown model '{}': expected two-branch, inception, resnet18, resnet18-exits, "
                     "googlenet or a path ending in .onnx",
                     o.model));
-  }
-  if (!o.sweep_sizes.empty() && !find_builtin(o.model)) {
-    throw UsageError(
-        "--sweep-size rebuilds a built-in model per size; it does not apply to ONNX files");
   }
   Device device = Device::cpu;
   if (o.device) {
@@ -505,6 +616,12 @@ int run(const Options& o) {
   if (!o.export_output.empty()) export_outputs(runs.front(), inputs, o.export_output);
   if (!o.export_json.empty())
     write_json(o.export_json, report_json(m.facts, device_info, o, runs, timeline, {}, {}));
+  if (!o.export_times.empty()) {
+    write_json(o.export_times, times_json(runs.front()),
+               fmt::format("times          {} iterations of mode {}",
+                           runs.front().latency_ms.size(), to_string(runs.front().mode))
+                   .c_str());
+  }
   return 0;
 }
 

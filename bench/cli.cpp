@@ -38,7 +38,10 @@ constexpr const char* kUsage =
     "         [--export-json FILE]\n"
     "         [--export-dot FILE] [--timeline FILE.svg] [--info]\n"
     "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--verbose] [--version]\n"
-    "         [--help]\n";
+    "         [--help]\n"
+    "       trtexec's spellings: [--shapes=NAME:1x3x224x224[,NAME2:...]]\n"
+    "         [--loadInputs=NAME:FILE.npy[,...]] [--exportTimes=FILE] [--warmUp=MS] "
+    "[--duration=S]\n";
 
 constexpr const char* kHelp = R"(
 cgr-bench replays one network on a cgr engine and reports how long inferences take, in the
@@ -54,8 +57,12 @@ Model
   --input-shape [NAME=]S   input shape, e.g. 1x3x112x112: built-in models are rebuilt for it
                            (batch, channels where the model allows, H == W); ONNX: the shape of
                            input NAME (default: the first input), for symbolic dimensions
-  --batch N                batch size, 1 to 65536 (overrides --input-shape's first dimension)
-  --load-input [NAME=]FILE a .npy for an input (default: seeded uniform values in [-1, 1))
+  --batch N                batch size, 1 to 65536 (overrides --input-shape's first dimension);
+                           ONNX: fills every input's symbolic batch dimension (an error on a
+                           batch the file fixes; give --input-shape to change that one)
+  --load-input [NAME=]FILE a .npy for an input (default: seeded uniform values in [-1, 1));
+                           ONNX: it also sets the input's symbolic dimensions that
+                           --input-shape / --shapes do not give
   --exits off|all|early    exit heads (resnet18-exits): pruned, all computed, or the first
                            confident one stops the rest; --threshold T in [0, 1] (default 0.9)
   --exit-output O[=S]      ONNX: graph output O is an exit head (N x classes logits) whose
@@ -99,8 +106,21 @@ Outputs
                            kernel, copy and memset from CUPTI's device timestamps, named
                            after the op whose graph node ran it
   --sweep-size S,...       for each spatial size, rebuild the built-in model and time every
-                           mode (interleaved); prints latency per mode and the eager/dag ratio
+                           mode (interleaved); prints latency per mode and the eager/dag ratio;
+                           ONNX: the first input's H = W (its last two dimensions, which must
+                           be symbolic in the file), re-imported per size
   --export-plot FILE.svg   with --sweep-size: latency per mode and eager/dag against size
+
+trtexec's spellings (the same options; one spelling of each at a time)
+  --shapes=NAME:S[,NAME2:S2...]     --input-shape for one or more inputs, e.g.
+                                    --shapes=x:2x3x32x32 (a name ends at its last ':')
+  --loadInputs=NAME:FILE[,...]      --load-input for one or more inputs
+  --warmUp=MS                       --warmup-ms
+  --duration=S                      --duration-s
+  --exportTimes=FILE                the first mode's timed iterations as a JSON array, one
+                                    object each: "mode", "startComputeMs" (since the first
+                                    timed run began), "endComputeMs", "latencyMs" (the latency
+                                    of the report, the samples of --export-json)
 
 Metrics
   Modes are timed interleaved in rounds: one timed run of each mode per round, the first
@@ -155,6 +175,28 @@ Metrics
 
 Exit status: 0 success, 1 the model or an input failed to load or run, 2 bad arguments.
 )";
+
+// trtexec's NAME:VALUE[,NAME:VALUE...] (--shapes, --loadInputs). A name ends at its entry's last
+// ':', so that names exported from TensorFlow ("input:0") keep theirs: "input:0:1x3x8x8".
+std::vector<std::pair<std::string, std::string>> split_name_list(const std::string& text,
+                                                                 const std::string& option,
+                                                                 const char* value) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string entry = text.substr(start, comma - start);
+    const auto colon = entry.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == entry.size()) {
+      throw UsageError(
+          fmt::format("{}: '{}' is not NAME:{} (trtexec's form; several: NAME:{},NAME2:{})", option,
+                      entry, value, value, value));
+    }
+    entries.emplace_back(entry.substr(0, colon), entry.substr(colon + 1));
+    start = comma + 1;
+  }
+  return entries;
+}
 
 std::pair<std::string, std::string> split_name(const std::string& text) {
   // NAME=VALUE; a value alone has no '=' (a path with '=' needs the NAME= form).
@@ -261,6 +303,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
       iterations, percentiles, sweep, precision;
+  // trtexec's spellings, aliases of the options above (--exportTimes has no other spelling).
+  std::string shapes, load_inputs_trt, warmup_trt, duration_trt;
   std::vector<std::string> load_inputs, exit_outputs;
   // Required, unless --version asks for the version alone.
   app.add_option("--model", o.model);
@@ -289,6 +333,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_flag("--info", o.info);
   app.add_option("--sweep-size", sweep);
   app.add_option("--export-plot", o.export_plot);
+  app.add_option("--shapes", shapes);
+  app.add_option("--loadInputs", load_inputs_trt);
+  app.add_option("--exportTimes", o.export_times);
+  app.add_option("--warmUp", warmup_trt);
+  app.add_option("--duration", duration_trt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -305,6 +354,21 @@ std::optional<Options> parse_options(int argc, char** argv) {
   }
   if (o.model.empty()) throw UsageError("--model is required");
   auto given = [&](const char* name) { return app.count(name) > 0; };
+  // An alias and its cgr spelling together would be two values for one setting.
+  for (const auto& [trt, cgr_name] :
+       {std::pair{"--shapes", "--input-shape"}, std::pair{"--loadInputs", "--load-input"},
+        std::pair{"--warmUp", "--warmup-ms"}, std::pair{"--duration", "--duration-s"}}) {
+    if (given(trt) && given(cgr_name)) {
+      throw UsageError(
+          fmt::format("{} and {} are one option (trtexec's spelling and cgr-bench's); "
+                      "give one of them",
+                      trt, cgr_name));
+    }
+  }
+  if (given("--warmUp")) warmup = warmup_trt;
+  if (given("--duration")) duration = duration_trt;
+  const char* warmup_option = given("--warmUp") ? "--warmUp" : "--warmup-ms";
+  const char* duration_option = given("--duration") ? "--duration" : "--duration-s";
   if (given("--device")) {
     if (device != "cpu" && device != "cuda")
       throw UsageError("--device: '" + device + "' is not cuda or cpu");
@@ -314,8 +378,17 @@ std::optional<Options> parse_options(int argc, char** argv) {
   if (given("--batch")) o.batch = number_in<std::int64_t>("--batch", batch, 1, kMaxBatch);
   if (given("--input-shape")) {
     auto [name, shape] = split_name(input_shape);
-    o.input_name = name;
-    o.input_shape = parse_shape(shape, "--input-shape");
+    o.input_shapes.push_back({name, parse_shape(shape, "--input-shape")});
+  }
+  if (given("--shapes")) {
+    o.input_shapes_option = "--shapes";
+    for (const auto& [name, dims] : split_name_list(shapes, "--shapes", "DIMS")) {
+      for (const InputShape& earlier : o.input_shapes) {
+        if (earlier.name == name)
+          throw UsageError(fmt::format("--shapes: input '{}' is given twice", name));
+      }
+      o.input_shapes.push_back({name, parse_shape(dims, "--shapes")});
+    }
   }
   if (given("--exits")) {
     if (exits != "off" && exits != "all" && exits != "early") {
@@ -336,11 +409,13 @@ std::optional<Options> parse_options(int argc, char** argv) {
     o.threshold = number_in("--threshold", threshold, 0.0f, 1.0f);
     o.exits_given = true;
   }
-  if (given("--warmup-ms")) o.warmup_ms = number_in("--warmup-ms", warmup, 0.0, kMaxWarmupMs);
-  if (given("--duration-s")) {
-    o.duration_s = number_in("--duration-s", duration, 0.0, kMaxDurationS);
+  if (given("--warmup-ms") || given("--warmUp"))
+    o.warmup_ms = number_in(warmup_option, warmup, 0.0, kMaxWarmupMs);
+  if (given("--duration-s") || given("--duration")) {
+    o.duration_s = number_in(duration_option, duration, 0.0, kMaxDurationS);
     if (o.duration_s == 0)
-      throw UsageError("--duration-s: 0 would time nothing; give a positive time");
+      throw UsageError(
+          fmt::format("{}: 0 would time nothing; give a positive time", duration_option));
   }
   if (given("--iterations"))
     o.iterations = number_in("--iterations", iterations, 1, kMaxIterations);
@@ -354,6 +429,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
   for (const std::string& input : load_inputs) {
     auto [name, path] = split_name(input);
     o.load_inputs.push_back({name, path});
+  }
+  if (given("--loadInputs")) {
+    for (auto& [name, path] : split_name_list(load_inputs_trt, "--loadInputs", "FILE.npy"))
+      o.load_inputs.push_back({name, path});
   }
   for (const std::string& exit : exit_outputs) {
     auto [output, speculate] = split_name(exit);
@@ -378,6 +457,12 @@ std::optional<Options> parse_options(int argc, char** argv) {
   }
   if (!o.export_weights.empty() && !o.sweep_sizes.empty()) {
     throw UsageError("--export-weights: not with --sweep-size (write the weights of one model)");
+  }
+  if (given("--exportTimes")) {
+    if (o.export_times.empty()) throw UsageError("--exportTimes: give a file name");
+    if (!o.sweep_sizes.empty())
+      throw UsageError("--exportTimes: not with --sweep-size (it writes the times of one run)");
+    if (o.info) throw UsageError("--exportTimes: not with --info (nothing is timed)");
   }
   return o;
 }

@@ -22,8 +22,14 @@ class UsageError : public std::runtime_error {
 enum class ModeChoice { dag, stream_graph, eager, all };
 
 struct InputFile {
-  std::string name;  // empty: the network's only (or first) input
-  std::string path;
+  std::string name = {};  // empty: the network's only (or first) input
+  std::string path = {};
+};
+
+// --input-shape [NAME=]S or one entry of --shapes NAME:S,...
+struct InputShape {
+  std::string name = {};  // empty: the first input
+  Shape shape = {};
 };
 
 // --exit-output OUTPUT[=SPECULATE_UNTIL]: an ONNX graph output imported as an exit head.
@@ -38,8 +44,10 @@ struct Options {
   std::optional<Device> device;  // unset: cuda when a device is usable, else cpu
   ModeChoice mode = ModeChoice::all;
   std::int64_t batch = 0;  // 0: the model's (or --input-shape's) batch
-  std::string input_name;  // --input-shape NAME=...; empty: the first input
-  std::optional<Shape> input_shape;
+  // --input-shape (one) or trtexec's --shapes (one per input); input_shapes_option is the
+  // spelling given, for messages.
+  std::vector<InputShape> input_shapes;
+  std::string input_shapes_option = "--input-shape";
   ExitPolicy exits = ExitPolicy::all;
   bool exits_given = false;  // --exits or --threshold: a usage error on a model without heads
   float threshold = 0.9f;
@@ -49,7 +57,8 @@ struct Options {
   double duration_s = 3;
   int iterations = 0;  // 0: run for duration_s
   std::vector<double> percentiles{90, 95, 99};
-  std::vector<InputFile> load_inputs;
+  std::vector<InputFile> load_inputs;    // --load-input or trtexec's --loadInputs
+  std::string export_times;              // trtexec's --exportTimes: per-iteration times as JSON
   std::vector<ExitOutput> exit_outputs;  // ONNX models only
   std::string export_output, export_json, export_dot, timeline, export_plot, export_weights;
   bool info = false;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace cgr::bench {
@@ -18,13 +19,14 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// One run of a mode; `record` false for warm-up.
-void run_once(ModeRun& run, bool record) {
+// One run of a mode; `origin` unset for warm-up (nothing recorded), else the start of timing.
+void run_once(ModeRun& run, std::optional<Clock::time_point> origin) {
   const auto start = Clock::now();
   run.context.run();
   const double latency = ms_since(start);
-  if (!record) return;
+  if (!origin) return;
   run.latency_ms.push_back(latency);
+  run.start_ms.push_back(std::chrono::duration<double, std::milli>(start - *origin).count());
   if (run.engine.options().device == Device::cpu) {
     // On the cpu the calling thread runs ops until the inference is done: issuing the work
     // and doing it are the same time.
@@ -97,6 +99,7 @@ ModeRun make_mode_run(const Network& net, const Weights& weights, const EngineOp
               0,
               {},
               {},
+              {},
               {}};
   run.has_enqueue = true;
   run.has_gpu = options.device == Device::cuda;
@@ -113,12 +116,13 @@ void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule) {
     run.latency_ms.clear();
     run.enqueue_ms.clear();
     run.gpu_ms.clear();
+    run.start_ms.clear();
   }
   // Warm-up: at least one run of each mode (lazy initialisation, caches, first touch).
   const auto warmup_start = Clock::now();
   do {
     for (auto& run : runs)
-      run_once(run, false);
+      run_once(run, std::nullopt);
   } while (ms_since(warmup_start) < rule.warmup_ms);
 
   const std::size_t n = runs.size();
@@ -130,8 +134,8 @@ void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule) {
       // and this one's have gone to sleep. An untimed lead-in run absorbs that, so the timed run
       // is back-to-back as in a single-mode run (measured: two-branch at 8x8, dag's median was
       // 53% higher interleaved without it than alone).
-      if (n > 1) run_once(run, false);
-      run_once(run, true);
+      if (n > 1) run_once(run, std::nullopt);
+      run_once(run, start);
     }
     if (rule.iterations > 0) {
       if (static_cast<int>(round) + 1 >= rule.iterations) break;

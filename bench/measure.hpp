@@ -41,6 +41,9 @@ struct ModeRun {
   std::string answered_by;                             // of the last run: an exit's name or "final"
   std::optional<double> max_abs_diff_vs_dag;           // outputs of one inference against dag's
   std::vector<std::string> non_finite_outputs;         // of one inference (first mode)
+  // Per timed iteration: when it started, in ms since the first timed run of the measurement
+  // began (the modes share that origin; --exportTimes' startComputeMs).
+  std::vector<double> start_ms;
 };
 
 // Builds the engine and one context for `options.mode`, timing both, and fills the inputs.

@@ -360,6 +360,7 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
                                     : json("inf")},
         {"non_finite_outputs", run.non_finite_outputs}};
     m["samples"] = {{"latency_ms", run.latency_ms},
+                    {"start_ms", run.start_ms},
                     {"enqueue_ms", run.has_enqueue ? json(run.enqueue_ms) : json(nullptr)},
                     {"gpu_compute_ms", run.has_gpu ? json(run.gpu_ms) : json(nullptr)}};
     modes.push_back(std::move(m));
@@ -391,6 +392,19 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
     j["sweep"] = std::move(points);
   }
   return j;
+}
+
+nlohmann::json times_json(const ModeRun& run) {
+  nlohmann::json times = nlohmann::json::array();
+  for (std::size_t i = 0; i < run.latency_ms.size(); ++i) {
+    const double start = i < run.start_ms.size() ? run.start_ms[i] : 0;
+    // trtexec's names; its compute span is the one wall-clock span cgr-bench times per run.
+    times.push_back({{"mode", to_string(run.mode)},
+                     {"startComputeMs", start},
+                     {"endComputeMs", start + run.latency_ms[i]},
+                     {"latencyMs", run.latency_ms[i]}});
+  }
+  return times;
 }
 
 }  // namespace cgr::bench

@@ -60,6 +60,10 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
                            const std::vector<Mode>& sweep_modes,
                            const std::vector<SweepPoint>& sweep);
 
+// --exportTimes: one object per timed iteration of `run`, with trtexec's field names
+// (startComputeMs, endComputeMs, latencyMs) and the mode.
+nlohmann::json times_json(const ModeRun& run);
+
 // "12.3 KiB" style sizes.
 std::string format_bytes(std::size_t bytes);
 

@@ -39,6 +39,21 @@ class OnnxBuilder {
       t->mutable_shape()->add_dim()->set_dim_value(d);
     if (!symbolic_dim.empty()) t->mutable_shape()->add_dim()->set_dim_param(symbolic_dim);
   }
+  // An input whose dims are each a number ("3") or a symbol ("N"), in any order.
+  void symbolic_input(const std::string& name, const std::vector<std::string>& dims) {
+    auto* t = graph().add_input();
+    t->set_name(name);
+    auto* type = t->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (const auto& d : dims) {
+      auto* dim = type->mutable_shape()->add_dim();
+      if (!d.empty() && d.find_first_not_of("0123456789") == std::string::npos) {
+        dim->set_dim_value(std::stoll(d));
+      } else {
+        dim->set_dim_param(d);
+      }
+    }
+  }
   void output(const std::string& name) { graph().add_output()->set_name(name); }
 
   ::onnx::TensorProto& floats(const std::string& name, const std::vector<std::int64_t>& dims,

@@ -571,6 +571,7 @@ nb::list measure(const std::vector<const EngineHandle*>& engines,
                          0,
                          {},
                          {},
+                         {},
                          {}};
       bench::fill_inputs(run.context, tensors);
       runs.push_back(std::move(run));

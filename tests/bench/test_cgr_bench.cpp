@@ -513,6 +513,219 @@ TEST_CASE("cgr-bench: --exit-output makes an ONNX output an exit head that decid
 }
 #endif
 
+TEST_CASE("cgr-bench: trtexec's spellings --shapes, --warmUp, --duration, --exportTimes") {
+  const fs::path report = kWork / "trtexec.json", times = kWork / "trtexec-times.json";
+  fs::remove(report);
+  fs::remove(times);
+  const Run run = bench(
+      "--model two-branch --device cpu --shapes=x:2x3x16x16 --warmUp=5 --duration=0.05 "
+      "--mode all --exportTimes=" +
+          quoted(times) + " --export-json " + quoted(report),
+      "trtexec");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const json j = load_json(report);
+  CHECK(j["model"]["inputs"][0]["shape"] == json::array({2, 3, 16, 16}));
+  CHECK(j["settings"]["warmup_ms"] == 5.0);
+  CHECK(j["settings"]["duration_s"] == 0.05);
+  // One object per timed iteration of the first mode, the report's own samples.
+  const json& dag = j["modes"][0];
+  REQUIRE(dag["mode"] == "dag");
+  const json t = load_json(times);
+  REQUIRE(t.is_array());
+  REQUIRE(t.size() == dag["samples"]["latency_ms"].size());
+  CHECK(t.size() >= 10);
+  double previous_end = -1;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    INFO(i);
+    CHECK(t[i]["mode"] == "dag");
+    const double start = t[i]["startComputeMs"], end = t[i]["endComputeMs"];
+    const double latency = t[i]["latencyMs"];
+    CHECK(latency == dag["samples"]["latency_ms"][i].get<double>());
+    CHECK(start == dag["samples"]["start_ms"][i].get<double>());
+    CHECK(start >= 0);
+    CHECK(end == doctest::Approx(start + latency));
+    CHECK(start >= previous_end);  // runs follow one another
+    previous_end = end;
+  }
+  CHECK(run.out.find("times          " + std::to_string(t.size()) + " iterations of mode dag") !=
+        std::string::npos);
+
+  // --loadInputs feeds the input like --load-input.
+  const fs::path input = kWork / "trt-x16.npy";
+  cgr::save_npy(input, cgr::Tensor(cgr::Shape{1, 3, 16, 16}, std::vector<float>(768, 0.25f)));
+  const Run loaded =
+      bench(kSmall + " --mode dag --iterations 2 --loadInputs=x:" + quoted(input), "trtexec_load");
+  INFO(loaded.out << loaded.err);
+  CHECK(loaded.status == 0);
+  CHECK(loaded.out.find(input.string()) != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: a trtexec spelling with its cgr spelling, or malformed, is a usage error") {
+  const std::string base = "--model two-branch --device cpu --iterations 2 ";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"--shapes=x:1x3x16x16 --input-shape 1x3x16x16", {"--shapes", "--input-shape"}},
+      {"--loadInputs=x:a.npy --load-input a.npy", {"--loadInputs", "--load-input"}},
+      {"--warmUp=5 --warmup-ms 5", {"--warmUp", "--warmup-ms"}},
+      {"--duration=1 --duration-s 1", {"--duration", "--duration-s"}},
+      {"--shapes=1x3x16x16", {"--shapes", "NAME:DIMS"}},
+      {"--shapes=x:1x3x16x16,x:1x3x8x8", {"--shapes", "'x' is given twice"}},
+      {"--shapes=y:1x3x16x16", {"--shapes", "no input 'y'"}},
+      {"--loadInputs=a.npy", {"--loadInputs", "NAME:FILE.npy"}},
+      {"--duration=0", {"--duration:"}},
+      {"--warmUp=-1", {"--warmUp:"}},
+      {"--exportTimes=t.json --sweep-size 8", {"--exportTimes", "--sweep-size"}},
+      {"--exportTimes=t.json --info", {"--exportTimes", "--info"}},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    // No structured binding: doctest's macros capture in lambdas, which clang 14 refuses.
+    const std::string& args = cases[i].first;
+    const std::vector<std::string>& needles = cases[i].second;
+    INFO("args: " << args);
+    const Run run = bench(base + args, "trt_bad" + std::to_string(i));
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.err.find("usage: cgr-bench") != std::string::npos);
+    for (const std::string& needle : needles)
+      CHECK(run.err.find(needle) != std::string::npos);
+  }
+  const Run help = bench("--help", "trt_help");
+  for (const char* option : {"--shapes=", "--loadInputs=", "--exportTimes=", "--warmUp=",
+                             "--duration=", "startComputeMs", "--verbose"}) {
+    INFO(option);
+    CHECK(help.out.find(option) != std::string::npos);
+  }
+}
+
+#if defined(CGR_HAVE_ONNX)
+namespace {
+
+// x (dims `x_dims`) -> Conv 3->4, 3x3, pad 1 -> Relu -> y; with `z_dims`, y + z -> out.
+fs::path write_conv_model(const std::string& file, const std::vector<std::string>& x_dims,
+                          const std::vector<std::string>& z_dims = {}) {
+  cgr::test::OnnxBuilder b;
+  b.symbolic_input("x", x_dims);
+  b.floats("w", {4, 3, 3, 3}, std::vector<float>(108, 0.05f));
+  auto& conv = b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  cgr::test::OnnxBuilder::attr(conv, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  b.node("Relu", {"c"}, {"y"}, "relu");
+  if (z_dims.empty()) {
+    b.output("y");
+  } else {
+    b.symbolic_input("z", z_dims);
+    b.node("Add", {"y", "z"}, {"out"}, "add");
+    b.output("out");
+  }
+  const fs::path path = kWork / file;
+  fs::create_directories(kWork);
+  std::ofstream(path, std::ios::binary) << b.bytes();
+  return path;
+}
+
+std::string onnx_args(const fs::path& model) {
+  return "--model " + quoted(model) + " --device cpu --warmup-ms 5 --mode dag --iterations 2";
+}
+
+}  // namespace
+
+TEST_CASE("cgr-bench: --batch fills every ONNX input's symbolic batch, not a fixed one") {
+  const fs::path dynamic =
+      write_conv_model("batch_dynamic.onnx", {"N", "3", "8", "8"}, {"N", "4", "8", "8"});
+  const fs::path report = kWork / "batch_dynamic.json";
+  const Run run =
+      bench(onnx_args(dynamic) + " --batch 3 --export-json " + quoted(report), "batch_dynamic");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const json j = load_json(report);
+  CHECK(j["model"]["batch"] == 3);
+  CHECK(j["model"]["inputs"][0]["shape"] == json::array({3, 3, 8, 8}));
+  CHECK(j["model"]["inputs"][1]["shape"] == json::array({3, 4, 8, 8}));
+  CHECK(j["model"]["outputs"][0]["shape"] == json::array({3, 4, 8, 8}));
+  // Without --batch the symbolic batch is the importer's error, with cgr-bench's hint.
+  const Run missing = bench(onnx_args(dynamic), "batch_missing");
+  CHECK(missing.status == 1);
+  CHECK(missing.err.find("--batch N") != std::string::npos);
+
+  const fs::path fixed = write_conv_model("batch_fixed.onnx", {"1", "3", "8", "8"});
+  const Run same = bench(onnx_args(fixed) + " --batch 1", "batch_fixed_same");
+  CHECK(same.status == 0);
+  const Run other = bench(onnx_args(fixed) + " --batch 2", "batch_fixed_other");
+  INFO(other.err);
+  CHECK(other.status == 2);
+  CHECK(other.err.find("--batch: input 'x'") != std::string::npos);
+  CHECK(other.err.find("fixed batch of 1 (1x3x8x8)") != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: a loaded .npy sets an ONNX input's symbolic dimensions") {
+  const fs::path model = write_conv_model("npy_dynamic.onnx", {"N", "3", "H", "W"});
+  const fs::path input = kWork / "npy-2x3x12x12.npy", chw = kWork / "npy-3x10x10.npy",
+                 wrong = kWork / "npy-2x5x12x12.npy", report = kWork / "npy_dynamic.json";
+  cgr::save_npy(input, cgr::Tensor(cgr::Shape{2, 3, 12, 12}, std::vector<float>(864, 0.5f)));
+  cgr::save_npy(chw, cgr::Tensor(cgr::Shape{3, 10, 10}, std::vector<float>(300, 0.5f)));
+  cgr::save_npy(wrong, cgr::Tensor(cgr::Shape{2, 5, 12, 12}, std::vector<float>(1440, 0.5f)));
+  const Run run = bench(
+      onnx_args(model) + " --load-input x=" + quoted(input) + " --export-json " + quoted(report),
+      "npy_dynamic");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const json j = load_json(report);
+  CHECK(j["model"]["inputs"][0]["shape"] == json::array({2, 3, 12, 12}));
+  CHECK(j["model"]["inputs"][0]["source"] == input.string());
+  CHECK(j["model"]["outputs"][0]["shape"] == json::array({2, 4, 12, 12}));
+  // trtexec's spelling; a file without the batch dimension is one sample.
+  const Run trt = bench(
+      onnx_args(model) + " --loadInputs=x:" + quoted(chw) + " --export-json " + quoted(report),
+      "npy_chw");
+  INFO(trt.out << trt.err);
+  REQUIRE(trt.status == 0);
+  CHECK(load_json(report)["model"]["inputs"][0]["shape"] == json::array({1, 3, 10, 10}));
+  // A fixed dimension the file does not match: the input, the file and both shapes.
+  const Run bad = bench(onnx_args(model) + " --load-input " + quoted(wrong), "npy_wrong");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("npy-2x5x12x12.npy: shape 2x5x12x12 does not fit input 'x' Nx3xHxW") !=
+        std::string::npos);
+  // A given shape wins, and a file that differs from it is an error naming both.
+  const Run given =
+      bench(onnx_args(model) + " --shapes=x:2x3x8x8 --load-input x=" + quoted(input), "npy_given");
+  CHECK(given.status == 1);
+  CHECK(given.err.find("shape 2x3x12x12 does not fit input 'x' 2x3x8x8") != std::string::npos);
+  // --batch that differs from the file's batch.
+  const Run batch =
+      bench(onnx_args(model) + " --batch 4 --load-input x=" + quoted(input), "npy_batch");
+  CHECK(batch.status == 1);
+  CHECK(batch.err.find("does not fit input 'x' 4x3xHxW") != std::string::npos);
+}
+
+TEST_CASE("cgr-bench: --sweep-size on ONNX sweeps a symbolic H = W, refuses a fixed one") {
+  const fs::path model = write_conv_model("sweep_dynamic.onnx", {"N", "3", "H", "W"});
+  const fs::path report = kWork / "sweep_onnx.json";
+  const Run run =
+      bench("--model " + quoted(model) +
+                " --device cpu --warmup-ms 5 --iterations 3 --batch 1 --sweep-size 6,10 "
+                "--export-json " +
+                quoted(report),
+            "sweep_onnx");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("=== Size sweep") != std::string::npos);
+  const json j = load_json(report);
+  REQUIRE(j["sweep"].size() == 2);
+  CHECK(j["sweep"][0]["size"] == 6);
+  CHECK(j["sweep"][1]["size"] == 10);
+  for (const json& p : j["sweep"])
+    check_stats(p["latency_ms"]["dag"], {"p90", "p95", "p99"});
+
+  const fs::path fixed = write_conv_model("sweep_fixed.onnx", {"N", "3", "8", "8"});
+  const Run refused = bench(
+      "--model " + quoted(fixed) + " --device cpu --batch 1 --sweep-size 6,10", "sweep_fixed");
+  INFO(refused.err);
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("--sweep-size: input 'x'") != std::string::npos);
+  CHECK(refused.err.find("Nx3x8x8") != std::string::npos);
+  CHECK(refused.err.find("symbolic") != std::string::npos);
+}
+#endif
+
 TEST_CASE("cgr-bench: --help defines every metric the report prints") {
   const Run help = bench("--help", "help");
   REQUIRE(help.status == 0);

@@ -69,9 +69,11 @@ inline void parse_command_line(CLI::App& app, int argc, char** argv) {
 }
 
 // --device: the one asked for; without it the GPU when this build and machine have one.
-inline void add_device_option(CLI::App& app, std::string& device) {
+// --verbose: why the GPU is not used, in the driver's words (cgr-bench's flag too).
+inline void add_device_option(CLI::App& app, std::string& device, bool& verbose) {
   app.add_option("--device", device, "cpu or cuda (default: cuda when a device is usable)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_flag("--verbose", verbose, "say why a GPU is not used (the driver's words)");
 }
 
 // --threads: CPU threads computing, the caller included.

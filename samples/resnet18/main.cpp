@@ -3,7 +3,7 @@
 // executor mode side by side. (The auxiliary early-exit version of this sample comes with the
 // exits work; this one is the backbone it hangs off.)
 //
-//   resnet18 [--device cpu|cuda] [--threads N] [--size S] [--iterations N]
+//   resnet18 [--device cpu|cuda] [--verbose] [--threads N] [--size S] [--iterations N]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +25,7 @@ namespace {
 
 struct Options {
   std::string device;  // empty: cuda when there is a device, else cpu
+  bool verbose = false;
   int threads = 0;
   std::int64_t size = 224;
   int iterations = 20;
@@ -36,7 +37,7 @@ Options parse(int argc, char** argv) {
       "torchvision's ResNet-18 with seeded weights: the graph facts, the top-5 classes "
       "of a seeded image and the latency of every mode of the device, side by side.",
       "resnet18");
-  cgr::samples::add_device_option(app, o.device);
+  cgr::samples::add_device_option(app, o.device, o.verbose);
   cgr::samples::add_threads_option(app, o.threads);
   cgr::samples::add_size_option(app, o.size, "input height and width");
   cgr::samples::add_iterations_option(app, o.iterations);
@@ -49,7 +50,7 @@ Options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   return cgr::samples::run_guarded("resnet18", [&] {
-    const cgr::Device device = cgr::samples::choose_device(o.device);
+    const cgr::Device device = cgr::samples::choose_device(o.device, o.verbose);
 
     const cgr::Network net = cgr::models::resnet18(1, o.size);
     const cgr::Weights weights = cgr::models::random_weights(net, 18);

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   return cgr::samples::run_guarded("resnet18_exits", [&] {
     // Where the outputs go is checked before anything runs.
     if (!o.export_dir.empty()) cgr::prepare_output_folder(o.export_dir);
-    const cgr::Device device = cgr::samples::choose_device(o.device);
+    const cgr::Device device = cgr::samples::choose_device(o.device, o.verbose);
     if (!o.heldout.empty()) return cgr::samples::run_heldout(o, device);
     cgr::Weights weights;
     std::int64_t classes = o.classes;

@@ -19,7 +19,7 @@ std::optional<ExitsOptions> try_parse_exits_options(int argc, char** argv) {
       "whether it fired; which exit answered), then the latency of the three policies side "
       "by side.",
       "resnet18_exits");
-  add_device_option(app, o.device);
+  add_device_option(app, o.device, o.verbose);
   app.add_option("--weights", o.weights,
                  "FILE.safetensors with the sample's weight names (default: seeded)");
   app.add_option("--image", o.image, "FILE.npy, 1x3xSxS or 3xSxS (default: seeded)");

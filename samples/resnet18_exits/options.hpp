@@ -12,7 +12,8 @@
 namespace cgr::samples {
 
 struct ExitsOptions {
-  std::string device;  // empty: cuda when there is a device, else cpu
+  std::string device;    // empty: cuda when there is a device, else cpu
+  bool verbose = false;  // say why the GPU is not used
   std::string weights, image, export_dir;
   ExitPolicy policy = ExitPolicy::early;
   float threshold = 0.9f;

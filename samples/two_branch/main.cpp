@@ -3,8 +3,8 @@
 // Prints the dependency analysis (the two groups have no path between them), optionally the
 // DOT, and the median latency of each mode side by side with the ratio to dag.
 //
-//   two_branch [--device cpu|cuda] [--size S] [--width W] [--threads N] [--iterations N]
-//              [--dot FILE]
+//   two_branch [--device cpu|cuda] [--verbose] [--size S] [--width W] [--threads N]
+//              [--iterations N] [--dot FILE]
 #include <cstdio>
 #include <string>
 
@@ -17,11 +17,12 @@ int main(int argc, char** argv) {
   std::string device_name, dot_path;  // no --device: the GPU when there is one
   cgr::models::TwoBranchOptions model;
   int threads = 0, iterations = 50;
+  bool verbose = false;
   CLI::App app(
       "Two independent conv chains on one input, concatenated: the dependency "
       "analysis and the latency of every mode of the device, side by side.",
       "two_branch");
-  cgr::samples::add_device_option(app, device_name);
+  cgr::samples::add_device_option(app, device_name, verbose);
   cgr::samples::add_size_option(app, model.size, "input height and width");
   app.add_option("--width", model.width, "channels of every conv")
       ->check(cgr::samples::in_range(1, 65536))
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--dot", dot_path, "write the dependency graph as DOT to FILE");
   cgr::samples::parse_command_line(app, argc, argv);
   return cgr::samples::run_guarded("two_branch", [&] {
-    cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name), threads,
+    cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name, verbose), threads,
                                          iterations, dot_path};
     const std::string title = "two-branch (1x" + std::to_string(model.channels) + "x" +
                               std::to_string(model.size) + "x" + std::to_string(model.size) + ", " +

@@ -40,6 +40,7 @@
 #include "measure.hpp"
 #include "report.hpp"
 #include "svg.hpp"
+#include "trace.hpp"
 
 namespace cgr::bench {
 namespace {
@@ -462,9 +463,10 @@ void export_outputs(ModeRun& run, const InputTensors& inputs, const std::string&
              to_string(run.mode), dir, result.answered_by);
 }
 
-void export_dot(const std::vector<ModeRun>& runs, const std::string& path,
-                const std::string& title) {
-  write_text_file(path, runs.front().engine.graph().to_dot(title));
+void export_dot(const std::vector<ModeRun>& runs, const Network& net, const std::string& path,
+                const std::string& title, bool before_fusion) {
+  write_text_file(path, before_fusion ? net.graph().to_dot(title + " (layers, before fusion)")
+                                      : runs.front().engine.to_dot(title));
   fmt::print("dot            dependency graph written to {}\n", path);
   if (runs.front().engine.options().device != Device::cuda) return;
   for (const auto& run : runs) {
@@ -485,6 +487,34 @@ void write_json(const std::string& path, const nlohmann::json& j,
   fmt::print("{} written to {}\n", label, path);
 }
 
+// The per-op profile of `run` (--dump-profile, --export-profile, --export-trace); returns its
+// JSON for the report.
+nlohmann::json profile_ops(const ModeRun& run, const InputTensors& inputs, const Options& o,
+                           const DeviceInfo& device_info) {
+  const bool on_gpu = run.engine.options().device == Device::cuda;
+  const std::vector<std::vector<OpSpan>> spans =
+      on_gpu ? profile_inferences_cuda(run.engine, inputs, o.profile_runs)
+             : profile_inferences(run.engine, inputs, o.profile_runs);
+  const std::string clock = on_gpu ? "CUPTI device timestamps" : "the CPU executor's clock";
+  const std::vector<OpProfile> ops = summarize_profile(spans);
+  if (o.dump_profile) print_profile(ops, o.profile_runs, run.mode, clock, 30);
+  nlohmann::json json = profile_json(ops, o.profile_runs, run.mode, clock);
+  if (!o.export_profile.empty()) {
+    write_json(o.export_profile, json,
+               fmt::format("profile        {} ops over {} runs", ops.size(), o.profile_runs).c_str());
+  }
+  if (!o.export_trace.empty()) {
+    write_chrome_trace(
+        o.export_trace, spans, run.engine.op_infos(),
+        fmt::format("cgr-bench {} ({}, mode {})", o.model, device_info.name, to_string(run.mode)));
+    fmt::print(
+        "trace          {} runs as Chrome trace events written to {} (open in "
+        "ui.perfetto.dev or chrome://tracing)\n",
+        o.profile_runs, o.export_trace);
+  }
+  return json;
+}
+
 void check_output_file(const std::string& option, const std::string& path) {
   if (!path.empty()) prepare_output_file(option, path);
 }
@@ -497,6 +527,8 @@ void check_outputs(const Options& o) {
   check_output_file("--export-plot", o.export_plot);
   check_output_file("--export-weights", o.export_weights);
   check_output_file("--exportTimes", o.export_times);
+  check_output_file("--export-profile", o.export_profile);
+  check_output_file("--export-trace", o.export_trace);
   if (!o.export_output.empty()) prepare_output_folder(o.export_output);
 }
 
@@ -531,8 +563,11 @@ int run_sweep(const Options& o, Device device, const DeviceInfo& device_info,
     for (std::size_t k = 0; k < modes.size(); ++k) {
       PlotSeries series;
       series.name = to_string(modes[k]);
-      for (const auto& p : points)
+      for (const auto& p : points) {
         series.values.push_back(p.stats[k].median);
+        series.low.push_back(p.stats[k].min);
+        series.high.push_back(p.stats[k].max);
+      }
       plot.latency_ms.push_back(std::move(series));
     }
     plot.ratio.name = "eager / dag";
@@ -583,7 +618,7 @@ int run(const Options& o) {
   // Output names become file names: refused now (a collision) rather than after the run.
   if (!o.export_output.empty()) (void)output_files(runs.front().engine, o.export_output);
   print_graph_facts(runs);
-  if (!o.export_dot.empty()) export_dot(runs, o.export_dot, o.model);
+  if (!o.export_dot.empty()) export_dot(runs, m.net, o.export_dot, o.model, o.dot_before_fusion);
   if (o.info) {
     if (!o.export_json.empty())
       write_json(o.export_json, report_json(m.facts, device_info, o, runs, std::nullopt, {}, {}));
@@ -613,9 +648,16 @@ int run(const Options& o) {
                timeline->facts.bars, on_gpu ? "device activities" : "ops", timeline->facts.rows,
                timeline->facts.span_ms, to_string(runs.front().mode), o.timeline);
   }
+  std::optional<nlohmann::json> profile;
+  if (o.dump_profile || !o.export_profile.empty() || !o.export_trace.empty()) {
+    profile = profile_ops(runs.front(), inputs, o, device_info);
+  }
   if (!o.export_output.empty()) export_outputs(runs.front(), inputs, o.export_output);
-  if (!o.export_json.empty())
-    write_json(o.export_json, report_json(m.facts, device_info, o, runs, timeline, {}, {}));
+  if (!o.export_json.empty()) {
+    nlohmann::json report = report_json(m.facts, device_info, o, runs, timeline, {}, {});
+    if (profile) report["profile"] = *profile;
+    write_json(o.export_json, report);
+  }
   if (!o.export_times.empty()) {
     write_json(o.export_times, times_json(runs.front()),
                fmt::format("times          {} iterations of mode {}",

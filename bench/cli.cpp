@@ -26,6 +26,7 @@ constexpr std::int64_t kMaxSize = 1 << 16;  // an input dimension, a sweep size
 constexpr int kMaxIterations = 100'000'000;
 constexpr double kMaxWarmupMs = 3'600'000;  // an hour
 constexpr double kMaxDurationS = 86'400;    // a day
+constexpr int kMaxProfileRuns = 1000;
 
 constexpr const char* kUsage =
     "usage: cgr-bench --model two-branch|inception|resnet18|resnet18-exits|googlenet|PATH.onnx\n"
@@ -36,7 +37,9 @@ constexpr const char* kUsage =
     "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
     "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
     "         [--export-json FILE]\n"
-    "         [--export-dot FILE] [--timeline FILE.svg] [--info]\n"
+    "         [--export-dot FILE [--dot-before-fusion]] [--timeline FILE.svg] [--info]\n"
+    "         [--dump-profile] [--export-profile FILE] [--export-trace FILE.json]\n"
+    "         [--profile-runs 10]\n"
     "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--verbose] [--version]\n"
     "         [--help]\n"
     "       trtexec's spellings: [--shapes=NAME:1x3x224x224[,NAME2:...]]\n"
@@ -99,12 +102,25 @@ Outputs
   --export-weights FILE    the weights the engine was built with (seeded or loaded) as
                            safetensors, PyTorch state_dict names: what a peer such as
                            bench/torch_gpu_peer.py loads to run the same network
-  --export-dot FILE        the dependency graph as DOT, branches as lanes; on cuda also the
-                           instantiated CUDA graph as FILE.cuda.dot
+  --export-dot FILE        the engine's ops as DOT (the graph after fusion, as every tool
+                           draws it): each op's first layer, fused count, kind and output
+                           shape, the full name as tooltip, the shape each edge carries,
+                           branches as lanes; on cuda also the instantiated CUDA graph as
+                           FILE.cuda.dot. --dot-before-fusion: the network's layers instead
   --timeline FILE.svg      one inference of the first mode, one bar per executed op from its
-                           start to its end, one row per concurrent lane; on cuda a bar per
-                           kernel, copy and memset from CUPTI's device timestamps, named
-                           after the op whose graph node ran it
+                           start to its end: cpu, a row per thread; cuda, a bar per kernel,
+                           copy and memset from CUPTI's device timestamps, named after the op
+                           whose graph node ran it, a row per concurrent slot. Colours by
+                           layer kind, the estimated critical path outlined, a legend
+  --dump-profile           per-op times of the first mode over --profile-runs inferences
+                           (cpu: the executor's clock; cuda: CUPTI), ops by mean time, with
+                           their share and the critical path marked (trtexec --dumpProfile)
+  --export-profile FILE    that profile as JSON (trtexec --exportProfile); also in
+                           --export-json as "profile"
+  --export-trace FILE      the profiled inferences as Chrome trace-event JSON, for Perfetto
+                           (ui.perfetto.dev) or chrome://tracing: a track per thread or slot,
+                           each op's kind, shapes and work as arguments
+  --profile-runs N         inferences the profile and trace record (default 10, at most 1000)
   --sweep-size S,...       for each spatial size, rebuild the built-in model and time every
                            mode (interleaved); prints latency per mode and the eager/dag ratio;
                            ONNX: the first input's H = W (its last two dimensions, which must
@@ -302,7 +318,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose);
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
-      iterations, percentiles, sweep, precision;
+      iterations, percentiles, sweep, precision, profile_runs;
   // trtexec's spellings, aliases of the options above (--exportTimes has no other spelling).
   std::string shapes, load_inputs_trt, warmup_trt, duration_trt;
   std::vector<std::string> load_inputs, exit_outputs;
@@ -338,6 +354,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--exportTimes", o.export_times);
   app.add_option("--warmUp", warmup_trt);
   app.add_option("--duration", duration_trt);
+  app.add_flag("--dump-profile,--dumpProfile", o.dump_profile);
+  app.add_option("--export-profile,--exportProfile", o.export_profile);
+  app.add_option("--export-trace", o.export_trace);
+  app.add_option("--profile-runs", profile_runs);
+  app.add_flag("--dot-before-fusion", o.dot_before_fusion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -451,6 +472,25 @@ std::optional<Options> parse_options(int argc, char** argv) {
         throw UsageError(fmt::format("--sweep-size: {} is not in [1, {}]", size, kMaxSize));
       }
     }
+  }
+  if (given("--profile-runs")) {
+    o.profile_runs = number_in("--profile-runs", profile_runs, 1, kMaxProfileRuns);
+  }
+  const bool profiling = o.dump_profile || !o.export_profile.empty() || !o.export_trace.empty();
+  if (given("--profile-runs") && !profiling) {
+    throw UsageError("--profile-runs: give --dump-profile, --export-profile or --export-trace too");
+  }
+  if (profiling && o.info) {
+    throw UsageError("--dump-profile / --export-profile / --export-trace: not with --info "
+                     "(nothing runs)");
+  }
+  if (profiling && !o.sweep_sizes.empty()) {
+    throw UsageError(
+        "--dump-profile / --export-profile / --export-trace: not with --sweep-size "
+        "(profile one model)");
+  }
+  if (o.dot_before_fusion && o.export_dot.empty()) {
+    throw UsageError("--dot-before-fusion: give --export-dot FILE too");
   }
   if (!o.export_plot.empty() && o.sweep_sizes.empty()) {
     throw UsageError("--export-plot needs --sweep-size (it plots the sweep)");

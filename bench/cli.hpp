@@ -63,6 +63,12 @@ struct Options {
   std::string export_output, export_json, export_dot, timeline, export_plot, export_weights;
   bool info = false;
   bool verbose = false;
+  // Per-op profile of the first mode over profile_runs inferences: printed (--dump-profile),
+  // written as JSON (--export-profile) and as a Chrome trace (--export-trace).
+  bool dump_profile = false;
+  std::string export_profile, export_trace;
+  int profile_runs = 10;
+  bool dot_before_fusion = false;  // --export-dot draws the layers, not the engine's ops
   std::vector<std::int64_t> sweep_sizes;
   std::vector<std::string> argv;  // the command as given, for the reports
 };

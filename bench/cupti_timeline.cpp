@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -264,6 +265,12 @@ std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
   const Graph& graph = engine.graph();
   for (int op = 0; op < graph.op_count(); ++op)
     lane_of_op[graph.op(op).name] = graph.lanes()[static_cast<std::size_t>(op)];
+  std::set<std::string, std::less<>> critical_ops;
+  std::map<std::string, std::string, std::less<>> category_of_op;  // its first layer kind
+  for (const OpInfo& info : engine.op_infos()) {
+    if (info.critical) critical_ops.insert(info.name);
+    category_of_op[info.name] = info.kind.substr(0, info.kind.find('+'));
+  }
   std::map<std::uint64_t, std::uint64_t> clone_of;
   {
     Collector& c = collector();
@@ -302,6 +309,12 @@ std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
                                            : std::string_view(owner);
       if (const auto lane = lane_of_op.find(op_name); lane != lane_of_op.end())
         span.lane = lane->second;
+      span.critical = critical_ops.contains(op_name);
+      if (const auto c = category_of_op.find(owner); c != category_of_op.end()) {
+        span.category = c->second;
+      } else {
+        span.category = a.kind == DeviceActivity::Kind::kernel ? "other kernel" : "copy";
+      }
       span.start_ms = static_cast<double>(a.start_ns - origin) * 1e-6;
       span.end_ms = static_cast<double>(std::max(a.end_ns, a.start_ns) - origin) * 1e-6;
       spans.push_back(std::move(span));

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -185,15 +186,17 @@ void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs) {
 }
 
 std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTensors& inputs) {
-  ExecutionContext context = engine.create_context();
-  fill_inputs(context, inputs);
-  context.set_profiling(true);
-  context.run();  // warm: first-touch of the arena and the kernels' scratch
-  context.run();
+  return profile_inferences(engine, inputs, 1).front();
+}
+
+namespace {
+
+std::vector<OpSpan> spans_of_run(const Engine& engine, const ExecutionContext& context) {
   const auto timings = context.op_timings();
   const auto executed_names = context.executed_ops();
   const std::set<std::string> executed(executed_names.begin(), executed_names.end());
   const Graph& graph = engine.graph();
+  const std::vector<OpInfo> infos = engine.op_infos();
   std::vector<OpSpan> spans;
   for (std::size_t i = 0; i < timings.size(); ++i) {
     // Skipped ops (gated by a fired exit) keep no times.
@@ -202,9 +205,11 @@ std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTenso
     span.op = timings[i].op;
     span.start_ms = timings[i].start_ms;
     span.end_ms = timings[i].end_ms;
+    span.track = timings[i].thread;
     if (static_cast<int>(i) < graph.op_count()) {
       span.kind = graph.op(static_cast<int>(i)).label;
       span.lane = graph.lanes()[i];
+      span.critical = infos[i].critical;
     }
     spans.push_back(std::move(span));
   }
@@ -212,6 +217,72 @@ std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTenso
     return a.start_ms < b.start_ms || (a.start_ms == b.start_ms && a.end_ms < b.end_ms);
   });
   return spans;
+}
+
+}  // namespace
+
+std::vector<std::vector<OpSpan>> profile_inferences(const Engine& engine,
+                                                    const InputTensors& inputs, int recorded) {
+  ExecutionContext context = engine.create_context();
+  fill_inputs(context, inputs);
+  context.set_profiling(true);
+  context.run();  // warm: first-touch of the arena and the kernels' scratch
+  std::vector<std::vector<OpSpan>> runs;
+  for (int r = 0; r < std::max(1, recorded); ++r) {
+    context.run();
+    runs.push_back(spans_of_run(engine, context));
+  }
+  return runs;
+}
+
+std::vector<OpProfile> summarize_profile(const std::vector<std::vector<OpSpan>>& runs) {
+  struct Collected {
+    OpProfile profile;
+    std::vector<double> times;
+  };
+  std::vector<Collected> ops;
+  std::map<std::string, std::size_t, std::less<>> index_of;
+  for (const auto& spans : runs) {
+    // Per op in this run: its spans merged (union of intervals) into one time.
+    std::map<std::string, std::vector<std::pair<double, double>>, std::less<>> intervals;
+    for (const OpSpan& s : spans) {
+      intervals[s.op].emplace_back(s.start_ms, s.end_ms);
+      if (!index_of.contains(s.op)) {
+        index_of[s.op] = ops.size();
+        ops.push_back({OpProfile{s.op, s.kind, 0, 0, 0, 0, 0, 0, s.critical}, {}});
+      }
+    }
+    for (auto& [op, list] : intervals) {
+      std::sort(list.begin(), list.end());
+      double total = 0, begin = list.front().first, end = list.front().second;
+      for (const auto& [b, e] : list) {
+        if (b > end) {
+          total += end - begin;
+          begin = b;
+        }
+        end = std::max(end, e);
+      }
+      total += end - begin;
+      ops[index_of[op]].times.push_back(total);
+    }
+  }
+  double sum_of_means = 0;
+  std::vector<OpProfile> profiles;
+  for (auto& [profile, times] : ops) {
+    const Stats s = summarize(times, {});
+    profile.runs = static_cast<int>(times.size());
+    profile.mean_ms = s.mean;
+    profile.median_ms = s.median;
+    profile.min_ms = s.min;
+    profile.max_ms = s.max;
+    sum_of_means += s.mean;
+    profiles.push_back(profile);
+  }
+  for (auto& p : profiles)
+    p.share = sum_of_means > 0 ? p.mean_ms / sum_of_means : 0;
+  std::stable_sort(profiles.begin(), profiles.end(),
+                   [](const OpProfile& a, const OpProfile& b) { return a.mean_ms > b.mean_ms; });
+  return profiles;
 }
 
 }  // namespace cgr::bench

@@ -75,13 +75,33 @@ void compare_outputs(std::vector<ModeRun>& runs, const InputTensors& inputs);
 // One op of one profiled inference, times since the start of the run.
 struct OpSpan {
   std::string op;
-  std::string kind;  // the graph's label for the op (layer kinds), may be empty
-  int lane = 0;      // the graph's chain of the op (Graph::lanes)
+  std::string kind;       // the graph's label for the op (layer kinds), may be empty
+  int lane = 0;           // the graph's chain of the op (Graph::lanes)
+  int track = -1;         // what ran it: cpu, the thread (0: the caller); -1 unknown (the GPU)
+  bool critical = false;  // on the engine's estimated critical path (OpInfo::critical)
+  std::string category;   // what colours it; empty: the first layer kind of `kind`
   double start_ms = 0, end_ms = 0;
 };
 
 // Runs one warm-up and one profiled inference on a fresh context of `engine` (cpu executor)
 // and returns the ops that executed, in start order.
 std::vector<OpSpan> profile_one_inference(const Engine& engine, const InputTensors& inputs);
+// The same for `recorded` inferences in a row on one context (after one warm-up run).
+std::vector<std::vector<OpSpan>> profile_inferences(const Engine& engine,
+                                                    const InputTensors& inputs, int recorded);
+
+// One op's times over profiled runs (trtexec's --dumpProfile): an op's time in a run is the sum
+// of its spans (on the GPU an op may be several kernels and copies), from its first start to
+// its last end when they overlap.
+struct OpProfile {
+  std::string op;
+  std::string kind;
+  int runs = 0;  // runs in which it executed
+  double mean_ms = 0, median_ms = 0, min_ms = 0, max_ms = 0;
+  double share = 0;  // of the sum of every op's mean (0..1)
+  bool critical = false;
+};
+// Ops in order of mean time, largest first.
+std::vector<OpProfile> summarize_profile(const std::vector<std::vector<OpSpan>>& runs);
 
 }  // namespace cgr::bench

@@ -114,6 +114,52 @@ nlohmann::json cuda_plan_json(const Engine& engine) {
 }
 }  // namespace
 
+void print_profile(const std::vector<OpProfile>& profile, int runs, Mode mode,
+                   const std::string& clock, std::size_t rows) {
+  fmt::print("=== Profile ({} runs of mode {}, {}; ops by mean time) ===\n", runs, to_string(mode),
+             clock);
+  fmt::print("{:>9} {:>9} {:>9} {:>9} {:>6}  {}\n", "mean ms", "median", "min", "max", "share",
+             "op (* on the estimated critical path)");
+  double rest_mean = 0, rest_share = 0, total = 0;
+  for (std::size_t i = 0; i < profile.size(); ++i) {
+    const OpProfile& p = profile[i];
+    total += p.mean_ms;
+    if (i >= rows) {
+      rest_mean += p.mean_ms;
+      rest_share += p.share;
+      continue;
+    }
+    fmt::print("{:9.4f} {:9.4f} {:9.4f} {:9.4f} {:5.1f}%  {}{} [{}]{}\n", p.mean_ms, p.median_ms,
+               p.min_ms, p.max_ms, 100 * p.share, p.critical ? "*" : "", p.op, p.kind,
+               p.runs < runs ? fmt::format(" (ran in {} of {} runs)", p.runs, runs) : "");
+  }
+  if (profile.size() > rows) {
+    fmt::print("{:9.4f} {:>9} {:>9} {:>9} {:5.1f}%  ({} more ops)\n", rest_mean, "", "", "",
+               100 * rest_share, profile.size() - rows);
+  }
+  fmt::print(
+      "{:9.4f} {:>9} {:>9} {:>9} {:5.1f}%  sum of the ops' means (concurrent ops overlap: "
+      "more than the latency where branches ran side by side)\n",
+      total, "", "", "", 100.0);
+}
+
+nlohmann::json profile_json(const std::vector<OpProfile>& profile, int runs, Mode mode,
+                            const std::string& clock) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const OpProfile& p : profile) {
+    ops.push_back({{"op", p.op},
+                   {"kind", p.kind},
+                   {"runs", p.runs},
+                   {"mean_ms", p.mean_ms},
+                   {"median_ms", p.median_ms},
+                   {"min_ms", p.min_ms},
+                   {"max_ms", p.max_ms},
+                   {"share", p.share},
+                   {"critical_path", p.critical}});
+  }
+  return {{"runs", runs}, {"mode", to_string(mode)}, {"clock", clock}, {"ops", std::move(ops)}};
+}
+
 void print_graph_facts(const std::vector<ModeRun>& runs) {
   if (runs.empty()) return;
   const EngineInfo info = runs.front().engine.info();

@@ -64,6 +64,13 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
 // (startComputeMs, endComputeMs, latencyMs) and the mode.
 nlohmann::json times_json(const ModeRun& run);
 
+// trtexec's --dumpProfile: the ops by mean time over `runs` profiled inferences of `mode`, at
+// most `rows` of them (the rest summed in one line), with the clock that timed them.
+void print_profile(const std::vector<OpProfile>& profile, int runs, Mode mode,
+                   const std::string& clock, std::size_t rows);
+nlohmann::json profile_json(const std::vector<OpProfile>& profile, int runs, Mode mode,
+                            const std::string& clock);
+
 // "12.3 KiB" style sizes.
 std::string format_bytes(std::size_t bytes);
 

@@ -1,5 +1,6 @@
 // The two pictures cgr-bench draws, as standalone SVG: the timeline of one inference (a bar per
-// executed op, one row per concurrent lane) and the size sweep (latency per mode and the
+// executed op, one row per CPU thread or concurrent device slot, coloured by layer kind, the
+// critical path outlined, a legend) and the size sweep (latency per mode and the
 // eager/dag ratio against input size). Hand-written XML: every text is escaped.
 #pragma once
 
@@ -15,13 +16,20 @@ namespace cgr::bench {
 // Escapes &, <, >, " and ' for XML text and attribute values.
 std::string xml_escape(std::string_view text);
 
-// Row of each span (spans in start order): the first row whose last bar ended at or before
-// the span's start, else a new row. Returns the rows; `row_count` receives their number.
-std::vector<int> assign_rows(const std::vector<OpSpan>& spans, int& row_count);
+// The timeline's rows: one per CPU thread (spans with a track), split further where that
+// thread's bars overlap; on the GPU, whose graph work has no thread, concurrent slots (the
+// first free one). `row_of_span` receives each span's row.
+struct TimelineRow {
+  std::string name;  // "thread 0 (caller)", "thread 1", "slot 2"
+  int track = 0;
+};
+std::vector<TimelineRow> timeline_rows(const std::vector<OpSpan>& spans,
+                                       std::vector<int>& row_of_span);
 
 struct TimelineFacts {
   int bars = 0;
   int rows = 0;
+  int critical_bars = 0;
   double span_ms = 0;  // first start to last end
   double busy_ms = 0;  // sum of the bars' durations
 };
@@ -32,13 +40,15 @@ TimelineFacts write_timeline_svg(const std::string& path, const std::vector<OpSp
 
 struct PlotSeries {
   std::string name;
-  std::vector<double> values;  // one per size
+  std::vector<double> values;     // one per size
+  std::vector<double> low, high;  // the spread of each value (whiskers); empty: none
 };
 
 struct SweepPlot {
   std::string title;
   std::vector<std::int64_t> sizes;
-  std::vector<PlotSeries> latency_ms;  // one series per mode (median latency)
+  std::vector<PlotSeries> latency_ms;  // one series per mode (median latency and its spread)
+  std::string spread = "min to max of the timed runs";  // what low / high are
   PlotSeries ratio;                    // e.g. "eager / dag"; empty values: not drawn
 };
 

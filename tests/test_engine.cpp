@@ -8,10 +8,10 @@
 #include <system_error>
 #include <thread>
 
-#include "cgr/thread_pool.hpp"
 #include "cgr/models/random_weights.hpp"
 #include "cgr/models/resnet18.hpp"
 #include "cgr/models/two_branch.hpp"
+#include "cgr/thread_pool.hpp"
 #include "test_support.hpp"
 
 using namespace cgr;
@@ -94,9 +94,11 @@ TEST_CASE("residual block: exactly the edges its data needs") {
   // conv2+bn2+add+relu2 and runs the downsample conv beside conv1.
   Network ds;
   const Value y = ds.input("x", {1, 8, 8, 8});
-  Value m = ds.conv2d(y, {.out_channels = 16, .kernel = 3, .stride = 2, .padding = 1, .bias = false}, "conv1");
+  Value m = ds.conv2d(
+      y, {.out_channels = 16, .kernel = 3, .stride = 2, .padding = 1, .bias = false}, "conv1");
   m = ds.relu(ds.batch_norm2d(m, "bn1"), "relu1");
-  m = ds.batch_norm2d(ds.conv2d(m, {.out_channels = 16, .kernel = 3, .padding = 1, .bias = false}, "conv2"), "bn2");
+  m = ds.batch_norm2d(
+      ds.conv2d(m, {.out_channels = 16, .kernel = 3, .padding = 1, .bias = false}, "conv2"), "bn2");
   Value id = ds.conv2d(y, {.out_channels = 16, .kernel = 1, .stride = 2, .bias = false}, "down");
   id = ds.batch_norm2d(id, "down_bn");
   ds.output("y", ds.relu(ds.add(m, id, "add"), "relu2"));
@@ -107,7 +109,8 @@ TEST_CASE("residual block: exactly the edges its data needs") {
   const int down = op_index(eg, "down+down_bn");
   const int conv2 = op_index(eg, "conv2+bn2+add+relu2");
   CHECK_FALSE(eg.ordered(conv1, down));
-  CHECK(eg.edges() == std::vector<Edge>{{std::min(conv1, down), conv2}, {std::max(conv1, down), conv2}});
+  CHECK(eg.edges() ==
+        std::vector<Edge>{{std::min(conv1, down), conv2}, {std::max(conv1, down), conv2}});
   CHECK(eg.max_width() == 2);
 }
 
@@ -145,21 +148,26 @@ TEST_CASE("multi-branch network: dag equals eager bit for bit with 1 and 2 threa
   Network net;
   const Value x = net.input("x", {1, 16, 20, 20});
   auto conv = [&](Value v, std::int64_t out, std::int64_t k, const std::string& name) {
-    return net.relu(net.conv2d(v, {.out_channels = out, .kernel = k, .padding = k / 2}, name), name + ".relu");
+    return net.relu(net.conv2d(v, {.out_channels = out, .kernel = k, .padding = k / 2}, name),
+                    name + ".relu");
   };
   const Value b1 = conv(x, 8, 1, "b1");
   const Value b2 = conv(conv(x, 6, 1, "b2a"), 8, 3, "b2b");
   const Value b3 = conv(conv(conv(x, 4, 1, "b3a"), 6, 3, "b3b"), 8, 3, "b3c");
-  const Value b4 = conv(net.max_pool2d(x, {.kernel = 3, .stride = 1, .padding = 1}, "b4pool"), 8, 1, "b4");
+  const Value b4 =
+      conv(net.max_pool2d(x, {.kernel = 3, .stride = 1, .padding = 1}, "b4pool"), 8, 1, "b4");
   net.output("y", net.concat({b1, b2, b3, b4}, "cat"));
   CHECK(net.graph().max_width() == 4);
   const Weights w = models::random_weights(net, 9);
   const auto input = random_vector(16 * 20 * 20, 10);
-  const auto reference = infer_once(Engine::build(net, w, {.mode = Mode::eager, .threads = 1}), "x", input, "y");
+  const auto reference =
+      infer_once(Engine::build(net, w, {.mode = Mode::eager, .threads = 1}), "x", input, "y");
   for (Mode mode : {Mode::dag, Mode::eager}) {
     for (int threads : {1, 2, 3}) {
       CAPTURE(threads);
-      CHECK(bit_identical(infer_once(Engine::build(net, w, {.mode = mode, .threads = threads}), "x", input, "y"), reference));
+      CHECK(bit_identical(
+          infer_once(Engine::build(net, w, {.mode = mode, .threads = threads}), "x", input, "y"),
+          reference));
     }
   }
 }
@@ -184,7 +192,8 @@ TEST_CASE("4 threads x 200 inferences on separate contexts equal one thread's re
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   CHECK(mismatches == std::vector<int>{0, 0, 0, 0});
 }
 
@@ -212,7 +221,8 @@ TEST_CASE("bad weights are reported all at once, naming layers and tensors") {
   Weights missing = w;
   const std::string message = error_message([&] { Engine::build(net, w); });
   CHECK(message.find("weights do not match the network") == 0);
-  CHECK(message.find("wrong shape: 'conv1.weight' is 4x3x5x5 but Conv2d 'conv1' expects 4x3x3x3") != std::string::npos);
+  CHECK(message.find("wrong shape: 'conv1.weight' is 4x3x5x5 but Conv2d 'conv1' expects 4x3x3x3") !=
+        std::string::npos);
   CHECK(message.find("unexpected (no layer uses them): 'conv9.weight'") != std::string::npos);
 
   // Half-precision weights of the right shape: a dtype problem, said as one.
@@ -234,22 +244,31 @@ TEST_CASE("bad inputs raise errors and leave the context usable") {
   const Engine engine = Engine::build(net, models::random_weights(net), {.threads = 2});
   ExecutionContext ctx = engine.create_context();
   const auto x = random_vector(3 * 8 * 8, 1);
-  CHECK(error_message([&] { ctx.infer({{"image", x}}); }) == "no input named 'image' (inputs: 'x' 1x3x8x8)");
+  CHECK(error_message([&] {
+          ctx.infer({{"image", x}});
+        }) == "no input named 'image' (inputs: 'x' 1x3x8x8)");
   const std::vector<float> short_input(100);
-  CHECK(error_message([&] { ctx.infer({{"x", short_input}}); }) ==
-        "input 'x' has 100 elements, expected 192 (1x3x8x8)");
+  CHECK(error_message([&] {
+          ctx.infer({{"x", short_input}});
+        }) == "input 'x' has 100 elements, expected 192 (1x3x8x8)");
   const std::vector<std::uint16_t> halves(192);
-  CHECK(error_message([&] { ctx.infer({{"x", TensorView(DType::f16, halves.data(), halves.size())}}); }) ==
-        "input 'x' is f16 but the network expects f32");
+  CHECK(error_message([&] {
+          ctx.infer({{"x", TensorView(DType::f16, halves.data(), halves.size())}});
+        }) == "input 'x' is f16 but the network expects f32");
   CHECK(error_message([&] { ctx.infer({}); }) == "input 'x' (1x3x8x8) is missing");
   // A tensor of the right size in another layout (NHWC for NCHW) or rank is refused by shape.
   const Tensor nhwc(Shape{1, 8, 8, 3}, x);
-  CHECK(error_message([&] { ctx.infer({{"x", nhwc}}); }) == "input 'x' has shape 1x8x8x3, expected 1x3x8x8");
+  CHECK(error_message([&] {
+          ctx.infer({{"x", nhwc}});
+        }) == "input 'x' has shape 1x8x8x3, expected 1x3x8x8");
   const Tensor flat(Shape{192}, x);
-  CHECK(error_message([&] { ctx.infer({{"x", flat}}); }) == "input 'x' has shape 192, expected 1x3x8x8");
+  CHECK(error_message([&] {
+          ctx.infer({{"x", flat}});
+        }) == "input 'x' has shape 192, expected 1x3x8x8");
   CHECK(ctx.infer({{"x", Tensor(Shape{1, 3, 8, 8}, x)}}).outputs.size() == 1);
-  CHECK(error_message([&] { (void)ctx.infer({{"x", x}}).output("logits"); }) ==
-        "no output named 'logits' (outputs: out)");
+  CHECK(error_message([&] {
+          (void)ctx.infer({{"x", x}}).output("logits");
+        }) == "no output named 'logits' (outputs: out)");
   // Still works.
   CHECK(bit_identical(infer_once(engine, "x", x, "out"),
                       ctx.infer({{"x", x}}).output("out").to_vector()));
@@ -262,14 +281,16 @@ TEST_CASE("engine limits: threads, the exit threshold and memory are checked at 
   CHECK(most == ThreadPool::kMaxThreadsPerHardwareThread * ThreadPool::hardware_threads());
   CHECK(error_message([&] { Engine::build(net, w, {.threads = most + 1}); }) ==
         fmt::format("{} threads: give 0 (one per hardware thread) or 1 to {} (4 per hardware "
-                    "thread, {} here)", most + 1, most, ThreadPool::hardware_threads()));
+                    "thread, {} here)",
+                    most + 1, most, ThreadPool::hardware_threads()));
   CHECK(error_message([&] { Engine::build(net, w, {.threads = -1}); }).starts_with("-1 threads: "));
   CHECK_NOTHROW(Engine::build(net, w, {.threads = most}));
   for (float threshold : {-0.1f, 1.5f, std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::quiet_NaN()}) {
     CAPTURE(threshold);
-    CHECK(error_message([&] { Engine::build(net, w, {.threshold = threshold}); })
-              .find("is not in [0, 1]: it is compared with a confidence") != std::string::npos);
+    CHECK(error_message([&] {
+            Engine::build(net, w, {.threshold = threshold});
+          }).find("is not in [0, 1]: it is compared with a confidence") != std::string::npos);
   }
   // Activations that cannot fit are refused before any arena is allocated: a terabyte input.
   Network huge;
@@ -278,8 +299,9 @@ TEST_CASE("engine limits: threads, the exit threshold and memory are checked at 
   CHECK(message.starts_with("the engine needs 2.0 TiB per context for activations"));
   CHECK(message.find("(EngineOptions::memory_limit_bytes)") != std::string::npos);
   // A stated limit is honoured the same way.
-  CHECK(error_message([&] { Engine::build(net, w, {.memory_limit_bytes = 1024}); })
-            .find("more than the 1.0 KiB limit") != std::string::npos);
+  CHECK(error_message([&] {
+          Engine::build(net, w, {.memory_limit_bytes = 1024});
+        }).find("more than the 1.0 KiB limit") != std::string::npos);
 }
 
 TEST_CASE("thread pool: a thread the system refuses fails the pool cleanly, with the count") {
@@ -289,10 +311,12 @@ TEST_CASE("thread pool: a thread the system refuses fails the pool cleanly, with
     return std::thread(std::move(body));
   };
   // The two workers that did start are stopped and joined: no hang, no std::terminate.
-  CHECK(error_message([&] { ThreadPool pool(4, refuse_third); }).starts_with(
-      "a thread pool of 4 threads: the system started only 3 (thread: "));
-  CHECK(error_message([] { ThreadPool pool(ThreadPool::max_threads() + 1); })
-            .find("a thread pool of") == 0);
+  CHECK(error_message([&] {
+          ThreadPool pool(4, refuse_third);
+        }).starts_with("a thread pool of 4 threads: the system started only 3 (thread: "));
+  CHECK(error_message([] {
+          ThreadPool pool(ThreadPool::max_threads() + 1);
+        }).find("a thread pool of") == 0);
   ThreadPool fine(2);
   CHECK(fine.size() == 2);
 }
@@ -300,13 +324,19 @@ TEST_CASE("thread pool: a thread the system refuses fails the pool cleanly, with
 TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CUDA device here") {
   Network net;
   const Value x = net.input("x", {1, 4});
-  CHECK(error_message([&] { Engine::build(net, {}); }) == "the network declares no output (call Network::output)");
-  CHECK(error_message([&] { net.relu(Value{42}, "r"); }) == "layer 'r': an input Value (id 42) does not belong to this network");
-  CHECK(error_message([&] { net.input("bad", {1, 0}); }) == "input 'bad': shape 1x0 has a dimension <= 0");
+  CHECK(error_message([&] { Engine::build(net, {}); }) ==
+        "the network declares no output (call Network::output)");
+  CHECK(error_message([&] { net.relu(Value{42}, "r"); }) ==
+        "layer 'r': an input Value (id 42) does not belong to this network");
+  CHECK(error_message([&] {
+          net.input("bad", {1, 0});
+        }) == "input 'bad': shape 1x0 has a dimension <= 0");
   net.output("y", net.relu(x, "r"));
-  CHECK(error_message([&] { Engine::build(net, {}, {.mode = Mode::stream_graph}); })
-            .find("stream-graph exists only on the cuda device") != std::string::npos);
-  CHECK(error_message([] { parse_mode("fast"); }) == "unknown mode 'fast' (expected dag, eager or stream-graph)");
+  CHECK(error_message([&] {
+          Engine::build(net, {}, {.mode = Mode::stream_graph});
+        }).find("stream-graph exists only on the cuda device") != std::string::npos);
+  CHECK(error_message([] { parse_mode("fast"); }) ==
+        "unknown mode 'fast' (expected dag, eager or stream-graph)");
   // Without a GPU the CUDA engine cannot be built, and the message says why; with one it builds.
   const std::string cuda = error_message([&] { Engine::build(net, {}, {.device = Device::cuda}); });
   const std::string reason = cgr::cuda_unavailable_reason();
@@ -320,7 +350,10 @@ TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CU
   net.linear(x, {.out_features = 3}, "unused");
   const Engine engine = Engine::build(net, {});
   CHECK(engine.info().ops == 1);
-  CHECK(engine.create_context().infer({{"x", std::vector<float>{-1, 2, -3, 4}}}).output("y").to_vector()[1] == 2.0f);
+  CHECK(engine.create_context()
+            .infer({{"x", std::vector<float>{-1, 2, -3, 4}}})
+            .output("y")
+            .to_vector()[1] == 2.0f);
 }
 
 TEST_CASE("profiling records one interval per op, inside the run") {
@@ -342,7 +375,30 @@ TEST_CASE("profiling records one interval per op, inside the run") {
     for (int pred : engine.graph().predecessors(op)) {
       CHECK(timings[static_cast<std::size_t>(pred)].end_ms <= t.start_ms);
     }
+    // Run by the caller (0) or the pool's one worker (1).
+    CHECK(t.thread >= 0);
+    CHECK(t.thread < 2);
   }
+  // Engine::op_infos: the same ops in the same order, their shapes, work and critical flags.
+  const std::vector<OpInfo> infos = engine.op_infos();
+  REQUIRE(infos.size() == timings.size());
+  int critical = 0;
+  for (int op = 0; op < engine.graph().op_count(); ++op) {
+    const OpInfo& info = infos[static_cast<std::size_t>(op)];
+    CHECK(info.name == engine.graph().op(op).name);
+    CHECK(info.kind == engine.graph().op(op).label);
+    CHECK_FALSE(info.input_shapes.empty());
+    CHECK(info.output_shape.rank() == 4);
+    CHECK(info.flops > 0);
+    CHECK(info.estimated_us > 0);
+    critical += info.critical ? 1 : 0;
+  }
+  // The longest chain: one branch's three convs and the concat.
+  CHECK(critical >= 4);
+  const std::string dot = engine.to_dot("two-branch");
+  CHECK(dot.find("tooltip=\"conv1+conv1.relu [Conv2d+ReLU]: 1x3x8x8 -> 1x4x8x8\"") !=
+        std::string::npos);
+  CHECK(dot.find("[label=\"1x4x8x8\"]") != std::string::npos);
 }
 
 TEST_CASE("custom ops: user work with declared inputs joins the dependency graph") {
@@ -353,7 +409,8 @@ TEST_CASE("custom ops: user work with declared inputs joins the dependency graph
   doubled.output_shape = Shape{1, 2, 4, 4};
   doubled.kind = "Double";
   doubled.cpu = [](std::span<const float* const> in, float* out) {
-    for (int i = 0; i < 32; ++i) out[i] = 2.0f * in[0][i];
+    for (int i = 0; i < 32; ++i)
+      out[i] = 2.0f * in[0][i];
   };
   const Value b = net.custom({x}, doubled, "double");
   net.output("y", net.add(a, b, "sum"));
@@ -363,13 +420,15 @@ TEST_CASE("custom ops: user work with declared inputs joins the dependency graph
   CHECK(g.op(op_index(g, "double")).label == "Double");
   const auto input = random_vector(32, 4);
   const auto y = infer_once(Engine::build(net, {}, {.threads = 2}), "x", input, "y");
-  for (int i = 0; i < 32; ++i) CHECK(y[i] == std::max(input[i], 0.0f) + 2.0f * input[i]);
+  for (int i = 0; i < 32; ++i)
+    CHECK(y[i] == std::max(input[i], 0.0f) + 2.0f * input[i]);
 
   Network gpu_only;
   CustomOpParams cuda_only;
   cuda_only.output_shape = Shape{4};
   cuda_only.cuda = [](void*, std::span<const float* const>, float*) {};
   gpu_only.output("y", gpu_only.custom({gpu_only.input("x", {4})}, cuda_only, "kernel"));
-  CHECK(error_message([&] { Engine::build(gpu_only, {}); }) ==
-        "Custom 'kernel' has no CPU implementation (CustomOpParams::cpu): build the engine for cuda");
+  CHECK(
+      error_message([&] { Engine::build(gpu_only, {}); }) ==
+      "Custom 'kernel' has no CPU implementation (CustomOpParams::cpu): build the engine for cuda");
 }

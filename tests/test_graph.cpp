@@ -368,7 +368,8 @@ TEST_CASE("graph: width is the maximum antichain, not the widest level") {
     CHECK(built_empty.to_dot("e") ==
           "digraph \"e\" {\n  rankdir=TB;\n"
           "  node [shape=box, style=\"rounded,filled\", "
-          "fontname=\"Helvetica\"];\n}\n");
+          "fontname=\"Helvetica\"];\n"
+          "  edge [fontname=\"Helvetica\", fontsize=10, fontcolor=\"#444444\"];\n}\n");
     const Graph one{std::vector<cgr::OpAccess>{{"only", "", {0}, {1}}}};
     CHECK(one.max_width() == 1);
     CHECK(one.critical_path_length() == 1);

@@ -292,6 +292,13 @@ bool Graph::reaches(int from, int to) const {
 }
 
 std::string Graph::to_dot(const std::string& title) const {
+  return to_dot(title, DotText{});
+}
+
+std::string Graph::to_dot(const std::string& title, const DotText& text) const {
+  auto given = [](const std::vector<std::string>& texts, std::size_t i) -> const std::string* {
+    return i < texts.size() && !texts[i].empty() ? &texts[i] : nullptr;
+  };
   // ColorBrewer Set3: light fills that keep black labels readable.
   static constexpr const char* kPalette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072",
                                              "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
@@ -301,11 +308,19 @@ std::string Graph::to_dot(const std::string& title) const {
   std::string dot = fmt::format("digraph \"{}\" {{\n", dot_escape(title));
   dot += "  rankdir=TB;\n";
   dot += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n";
+  dot += "  edge [fontname=\"Helvetica\", fontsize=10, fontcolor=\"#444444\"];\n";
   for (int i = 0; i < op_count(); ++i) {
     const OpAccess& op = ops_[i];
-    const std::string text = op.label.empty() ? op.name : op.name + "\n" + op.label;
-    dot += fmt::format("  op{} [label=\"{}\", fillcolor=\"{}\"];\n", i, dot_escape(text),
-                       kPalette[static_cast<std::size_t>(lanes_[i]) % kColours]);
+    const auto index = static_cast<std::size_t>(i);
+    const std::string* label = given(text.labels, index);
+    const std::string shown = label != nullptr   ? *label
+                              : op.label.empty() ? op.name
+                                                 : op.name + "\n" + op.label;
+    const std::string* tooltip = given(text.tooltips, index);
+    dot += fmt::format(
+        "  op{} [label=\"{}\", fillcolor=\"{}\"{}];\n", i, dot_escape(shown),
+        kPalette[static_cast<std::size_t>(lanes_[i]) % kColours],
+        tooltip != nullptr ? fmt::format(", tooltip=\"{}\"", dot_escape(*tooltip)) : std::string());
   }
   // order_ is sorted by level, so each level is one contiguous run.
   for (std::size_t begin = 0; begin < order_.size();) {
@@ -318,9 +333,13 @@ std::string Graph::to_dot(const std::string& title) const {
     dot += " }\n";
     begin = end;
   }
-  for (const Edge& edge : edges_) {
+  for (std::size_t e = 0; e < edges_.size(); ++e) {
+    const Edge& edge = edges_[e];
+    const std::string* label = given(text.edge_labels, e);
     if (edge.hazards == kRaw) {
-      dot += fmt::format("  op{} -> op{};\n", edge.from, edge.to);
+      dot += label != nullptr ? fmt::format("  op{} -> op{} [label=\"{}\"];\n", edge.from, edge.to,
+                                            dot_escape(*label))
+                              : fmt::format("  op{} -> op{};\n", edge.from, edge.to);
     } else {
       // Orderings that exist only because storage is reused deserve to stand out.
       const char* style = (edge.hazards & kRaw) ? "solid" : "dashed";

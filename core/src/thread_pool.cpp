@@ -24,7 +24,8 @@ void cpu_relax() {
 
 // Spins until ready() or about `budget` has passed; returns ready().
 template <typename Ready>
-bool spin_until(const Ready& ready, std::chrono::microseconds budget = std::chrono::microseconds(50)) {
+bool spin_until(const Ready& ready,
+                std::chrono::microseconds budget = std::chrono::microseconds(50)) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
@@ -35,16 +36,26 @@ bool spin_until(const Ready& ready, std::chrono::microseconds budget = std::chro
   }
 }
 
+// Set once by each worker as it starts; 0 on every thread a pool did not start.
+thread_local int worker_index = 0;
+
 }  // namespace
+
+int ThreadPool::current_worker() {
+  return worker_index;
+}
 
 int ThreadPool::hardware_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-int ThreadPool::max_threads() { return kMaxThreadsPerHardwareThread * hardware_threads(); }
+int ThreadPool::max_threads() {
+  return kMaxThreadsPerHardwareThread * hardware_threads();
+}
 
 ThreadPool::ThreadPool(int threads)
-    : ThreadPool(threads, [](std::function<void()> body) { return std::thread(std::move(body)); }) {}
+    : ThreadPool(threads, [](std::function<void()> body) { return std::thread(std::move(body)); }) {
+}
 
 ThreadPool::ThreadPool(int threads, const ThreadStarter& start) {
   if (threads <= 0) threads = hardware_threads();
@@ -55,7 +66,12 @@ ThreadPool::ThreadPool(int threads, const ThreadStarter& start) {
   size_ = threads;
   workers_.reserve(static_cast<std::size_t>(threads - 1));
   try {
-    for (int i = 1; i < threads; ++i) workers_.push_back(start([this] { worker_loop(); }));
+    for (int i = 1; i < threads; ++i) {
+      workers_.push_back(start([this, i] {
+        worker_index = i;
+        worker_loop();
+      }));
+    }
   } catch (const std::exception& e) {
     // The destructor will not run for a half-built pool: stop the workers that did start, or
     // they would wait forever (and their std::thread objects would terminate the process).
@@ -66,7 +82,9 @@ ThreadPool::ThreadPool(int threads, const ThreadStarter& start) {
   }
 }
 
-ThreadPool::~ThreadPool() { stop_workers(); }
+ThreadPool::~ThreadPool() {
+  stop_workers();
+}
 
 void ThreadPool::stop_workers() noexcept {
   {
@@ -200,7 +218,8 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
   const std::size_t helpers = std::min<std::size_t>(workers_.size(), state->chunks - 1);
   {
     std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < helpers; ++i) tasks_.emplace_back([state] { state->run_chunks(); });
+    for (std::size_t i = 0; i < helpers; ++i)
+      tasks_.emplace_back([state] { state->run_chunks(); });
     queued_.store(tasks_.size(), std::memory_order_release);
   }
   if (helpers == 1) {

@@ -54,6 +54,7 @@ class CpuContext final : public detail::BackendContext {
     if (record.profiling) {
       record.op_start.assign(engine_->ops.size(), {});
       record.op_end.assign(engine_->ops.size(), {});
+      record.op_thread.assign(engine_->ops.size(), 0);
       record.start = std::chrono::steady_clock::now();
     }
     // A reduced precision's storage: the inputs as it holds them (written by infer).
@@ -81,7 +82,10 @@ class CpuContext final : public detail::BackendContext {
         op.workspace >= 0 ? value_pointers_[static_cast<std::size_t>(op.workspace)] : nullptr;
     io.pool = &program_.pool();
     detail::RunRecord& record = *record_;
-    if (record.profiling) record.op_start[i] = std::chrono::steady_clock::now();
+    if (record.profiling) {
+      record.op_thread[i] = ThreadPool::current_worker();
+      record.op_start[i] = std::chrono::steady_clock::now();
+    }
     program_.kernel(index).run(io);
     // The op's result as the precision stores it (a decision's confidence stays fp32).
     if (op.decides_exit < 0) round_value(op.output);

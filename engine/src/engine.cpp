@@ -110,6 +110,52 @@ CudaGraphPlan Engine::cuda_graph_plan(Mode mode, bool with_copies) const {
   return detail::plan_cuda_graph(*compiled_, mode, with_copies);
 }
 
+std::vector<OpInfo> Engine::op_infos() const {
+  std::vector<OpInfo> infos;
+  for (const auto& op : compiled_->ops) {
+    OpInfo info{op.name,
+                op.kind,
+                {},
+                compiled_->values[static_cast<std::size_t>(op.output)].desc.shape,
+                op.cost.flops,
+                op.cost.bytes,
+                op.estimated_us,
+                op.critical};
+    for (const int in : op.inputs)
+      info.input_shapes.push_back(compiled_->values[static_cast<std::size_t>(in)].desc.shape);
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
+
+std::string Engine::to_dot(const std::string& title) const {
+  const Graph& graph = compiled_->graph;
+  Graph::DotText text;
+  for (const auto& op : compiled_->ops) {
+    const std::size_t plus = op.name.find('+');
+    std::string label = op.name.substr(0, plus);
+    if (op.layers.size() > 1) label += fmt::format(" (+{} fused)", op.layers.size() - 1);
+    const Shape& out = compiled_->values[static_cast<std::size_t>(op.output)].desc.shape;
+    label += fmt::format("\n{}\n{}", op.kind, out.to_string());
+    text.labels.push_back(std::move(label));
+    std::vector<std::string> inputs;
+    for (const int in : op.inputs) {
+      inputs.push_back(compiled_->values[static_cast<std::size_t>(in)].desc.shape.to_string());
+    }
+    text.tooltips.push_back(fmt::format("{} [{}]: {} -> {}", op.name, op.kind,
+                                        fmt::join(inputs, ", "), out.to_string()));
+  }
+  for (const Edge& edge : graph.edges()) {
+    // An op writes one value: the edge carries it (or, for a gate, orders a decision).
+    const auto& from = compiled_->ops[static_cast<std::size_t>(edge.from)];
+    text.edge_labels.push_back(
+        (edge.hazards & kRaw) != 0 && from.decides_exit < 0
+            ? compiled_->values[static_cast<std::size_t>(from.output)].desc.shape.to_string()
+            : std::string());
+  }
+  return graph.to_dot(title, text);
+}
+
 std::vector<std::string> Engine::op_names() const {
   std::vector<std::string> names;
   for (int op : compiled_->graph.topological_order())

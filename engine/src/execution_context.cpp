@@ -178,7 +178,8 @@ std::vector<ExecutionContext::OpTiming> ExecutionContext::op_timings() const {
     return std::chrono::duration<double, std::milli>(t - record.start).count();
   };
   for (std::size_t op = 0; op < ops.size(); ++op) {
-    timings.push_back({ops[op].name, ms(record.op_start[op]), ms(record.op_end[op])});
+    timings.push_back({ops[op].name, ms(record.op_start[op]), ms(record.op_end[op]),
+                       op < record.op_thread.size() ? record.op_thread[op] : 0});
   }
   return timings;
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -313,9 +314,37 @@ TEST_CASE("cgr-bench: the timeline has one bar per executed op and is well-forme
   const json j = load_json(report);
   const int executed = j["modes"][0]["ops_executed"];
   CHECK(j["timeline"]["ops_executed"] == executed);
-  CHECK(count_of(text, "<rect class=\"op\"") == executed);
+  CHECK(count_of(text, "<rect class=\"op") == executed);
   CHECK(count_of(text, "<title>") >= executed);
   CHECK(j["timeline"]["rows"].get<int>() >= 1);
+  // Rows are the CPU's threads; the critical path is outlined and the legend says so; colours
+  // follow layer kinds (the legend names Conv2d); every bar's number is in its tooltip.
+  CHECK(text.find(">thread 0 (caller)</text>") != std::string::npos);
+  CHECK(count_of(text, "<rect class=\"op critical\"") >= 1);
+  CHECK(text.find(">critical path</text>") != std::string::npos);
+  CHECK(text.find(">Conv2d</text>") != std::string::npos);
+  for (int k = 1; k <= executed; ++k) {
+    CAPTURE(k);
+    CHECK(text.find("<title>#" + std::to_string(k) + " ") != std::string::npos);
+  }
+}
+
+TEST_CASE("cgr-bench: timeline labels are whole names, first layers, tails or listed numbers") {
+  // googlenet's fused names are long and its ops short: most bars cannot hold their name, so
+  // the legend must list them, and no label is a cut-off head of a name.
+  const fs::path svg = kWork / "googlenet.svg";
+  const Run run = bench(
+      "--model googlenet --device cpu --input-shape 1x3x64x64 --warmup-ms 5 "
+      "--mode dag --iterations 3 --timeline " +
+          quoted(svg),
+      "googlenet-timeline");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  const std::string text = read_text(svg);
+  CHECK(xml_problem(text) == "");
+  CHECK(text.find("ops by number:") != std::string::npos);
+  CHECK(text.find("~</text>") == std::string::npos);  // the old cut: "inception3a.br~"
+  CHECK(count_of(text, "<rect class=\"op") == 71);
 }
 
 TEST_CASE("cgr-bench: early exits skip ops, and the timeline shows only those that ran") {
@@ -333,7 +362,92 @@ TEST_CASE("cgr-bench: early exits skip ops, and the timeline shows only those th
   CHECK(m["ops_executed"].get<int>() < j["graph"]["ops"].get<int>());
   const std::string text = read_text(svg);
   CHECK(xml_problem(text) == "");
-  CHECK(count_of(text, "<rect class=\"op\"") == m["ops_executed"].get<int>());
+  CHECK(count_of(text, "<rect class=\"op") == m["ops_executed"].get<int>());
+}
+
+TEST_CASE("cgr-bench: --dump-profile, --export-profile and a Chrome trace of the profiled runs") {
+  const fs::path profile = kWork / "profile.json", trace = kWork / "trace.json",
+                 report = kWork / "profile-report.json";
+  const Run run = bench(kSmall +
+                            " --mode dag --iterations 10 --dump-profile --profile-runs 5 "
+                            "--export-profile " +
+                            quoted(profile) + " --export-trace " + quoted(trace) +
+                            " --export-json " + quoted(report),
+                        "profile");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("=== Profile (5 runs of mode dag, the CPU executor's clock") !=
+        std::string::npos);
+  const json p = load_json(profile);
+  const json r = load_json(report);
+  CHECK(r["profile"] == p);
+  const int ops = r["graph"]["ops"];
+  REQUIRE(p["ops"].size() == static_cast<std::size_t>(ops));
+  double shares = 0, previous = 1e300;
+  for (const json& op : p["ops"]) {
+    CHECK(op["runs"] == 5);
+    CHECK(op["min_ms"].get<double>() <= op["median_ms"].get<double>());
+    CHECK(op["median_ms"].get<double>() <= op["max_ms"].get<double>());
+    CHECK(op["mean_ms"].get<double>() <= previous);  // by mean time, largest first
+    previous = op["mean_ms"];
+    shares += op["share"].get<double>();
+  }
+  CHECK(shares == doctest::Approx(1.0));
+
+  // The trace-event format: complete events with name, ph, ts, dur, pid, tid; a name for every
+  // track; on one track, events follow each other (the viewer's stacking rule).
+  const json t = load_json(trace);
+  REQUIRE(t["traceEvents"].is_array());
+  std::map<int, std::vector<std::pair<double, double>>> by_track;
+  std::set<int> named;
+  int complete = 0;
+  for (const json& e : t["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M") {
+      if (e["name"] == "thread_name") named.insert(e["tid"].get<int>());
+      continue;
+    }
+    REQUIRE(ph == "X");
+    ++complete;
+    CHECK_FALSE(e["name"].get<std::string>().empty());
+    CHECK(e["pid"] == 1);
+    CHECK(e["ts"].get<double>() >= 0);
+    CHECK(e["dur"].get<double>() >= 0);
+    CHECK(e["args"]["inputs"].is_array());
+    CHECK(e["args"]["output"].is_string());
+    by_track[e["tid"].get<int>()].emplace_back(e["ts"].get<double>(),
+                                               e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  CHECK(complete == 5 * ops);
+  for (auto& [tid, events] : by_track) {
+    CAPTURE(tid);
+    CHECK(named.contains(tid));
+    std::sort(events.begin(), events.end());
+    for (std::size_t i = 1; i < events.size(); ++i)
+      CHECK(events[i].first >= events[i - 1].second - 1e-6);
+  }
+}
+
+TEST_CASE("cgr-bench: the DOT is the engine's graph, with short labels, tooltips and shapes") {
+  const fs::path dot = kWork / "inception.dot", layers = kWork / "inception-layers.dot";
+  REQUIRE(
+      bench("--model inception --device cpu --info --export-dot " + quoted(dot), "dot").status ==
+      0);
+  REQUIRE(bench("--model inception --device cpu --info --dot-before-fusion --export-dot " +
+                    quoted(layers),
+                "dot-layers")
+              .status == 0);
+  const std::string text = read_text(dot), before = read_text(layers);
+  // 8 ops (the Concat is the output, so it keeps its op), each a short label and a tooltip
+  // with the full name.
+  CHECK(count_of(text, "tooltip=") == 8);
+  CHECK(text.find("inception3a.branch1.conv (+2 fused)") != std::string::npos);
+  CHECK(text.find("tooltip=\"inception3a.branch1.conv+inception3a.branch1.bn+") !=
+        std::string::npos);
+  CHECK(text.find("[label=\"1x96x28x28\"]") != std::string::npos);  // an edge's shape
+  // Before fusion: one node per layer (20), named as the layers are.
+  CHECK(count_of(before, "[label=") >= 20);
+  CHECK(before.find("inception3a.cat") != std::string::npos);
 }
 
 TEST_CASE("cgr-bench: the size sweep prints a table and writes a well-formed plot") {
@@ -351,6 +465,10 @@ TEST_CASE("cgr-bench: the size sweep prints a table and writes a well-formed plo
   const std::string text = read_text(plot);
   CHECK(xml_problem(text) == "");
   CHECK(count_of(text, "<polyline") == 3);  // dag, eager, eager / dag
+  // Two panels (latency; the ratio with its own axis and a line at 1), a whisker per point.
+  CHECK(count_of(text, "<rect class=\"panel\"") == 2);
+  CHECK(count_of(text, "<line class=\"parity\"") == 1);
+  CHECK(count_of(text, "<path class=\"whisker\"") == 4);  // 2 modes x 2 sizes
   const json j = load_json(report);
   REQUIRE(j["sweep"].size() == 2);
   CHECK(j["sweep"][0]["size"] == 8);
@@ -414,6 +532,11 @@ TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
       "--model two-branch --device cpu --exits early",     // no exit heads
       "--model two-branch --device cpu --threshold 0.5",
       "--model two-branch --precision half",
+      "--model two-branch --profile-runs 5",  // nothing to profile
+      "--model two-branch --dump-profile --profile-runs 0",
+      "--model two-branch --dump-profile --sweep-size 8",
+      "--model two-branch --dot-before-fusion",
+      "--model two-branch --info --export-trace t.json",
       "--device cpu",  // no model
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {

@@ -64,8 +64,15 @@ class Graph {
   const std::vector<int>& lanes() const { return lanes_; }
   int lane_count() const { return lane_count_; }
 
+  // What a caller knows better than the graph: per op a short label and a tooltip, per edge
+  // (in edges() order) a label such as the shape of the data it carries. Empty: the defaults
+  // (the op's name and label; the hazards of edges other than read-after-write).
+  struct DotText {
+    std::vector<std::string> labels, tooltips, edge_labels;
+  };
   // Graphviz DOT of the reduced graph: ops ranked by level, coloured by lane.
   std::string to_dot(const std::string& title = "cgr") const;
+  std::string to_dot(const std::string& title, const DotText& text) const;
 
  private:
   std::vector<OpAccess> ops_;

@@ -40,6 +40,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return size_; }
+  // The calling thread's index in the pool that started it: 1 to size() - 1 for a worker, 0
+  // for any other thread (a caller of parallel_for / help_until). Profiles name threads by it.
+  static int current_worker();
 
   // Calls body(begin, end) over disjoint ranges covering [0, n). Ranges hold at least
   // `grain` items (except the last); with n <= grain the body runs inline once.

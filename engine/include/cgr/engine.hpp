@@ -156,6 +156,17 @@ struct Result {
 };
 
 // Facts about a compiled engine (what cgr-bench --info prints).
+// One op of an engine as profiles and traces describe it.
+struct OpInfo {
+  std::string name;                // "conv1+bn1+relu"
+  std::string kind;                // "Conv2d+BatchNorm2d+ReLU"
+  std::vector<Shape> input_shapes;  // the values it reads, in order
+  Shape output_shape;
+  double flops = 0, bytes = 0;     // its layers' work (Layer::cost)
+  double estimated_us = 0;         // on the nominal device of the critical-path estimate
+  bool critical = false;           // on a longest estimated-time chain
+};
+
 struct EngineInfo {
   int layers = 0;          // layers of the network that reach an output
   int ops = 0;             // ops after fusion
@@ -190,6 +201,12 @@ class Engine {
   EngineInfo info() const;
   // Names of the ops in execution order, e.g. "layer1.0.conv1+layer1.0.bn1+layer1.0.relu".
   std::vector<std::string> op_names() const;
+  // What each op is, in execution-graph op order (Engine::graph()): for profiles and traces.
+  std::vector<OpInfo> op_infos() const;
+  // The ops as Graphviz DOT (what cgr-bench --export-dot and the samples' --dot write): a
+  // short label per op (its first layer, how many more it fused, its output shape), the full
+  // fused name and input shapes as the tooltip, the shape each edge carries.
+  std::string to_dot(const std::string& title) const;
   // CUDA: writes the instantiated graph of a fresh context (cudaGraphDebugDotPrint, verbose).
   void dump_cuda_graph_dot(const std::string& path) const;
   // The graph the CUDA executor builds in `mode` (dag or stream-graph; Error for eager, which
@@ -248,6 +265,7 @@ class ExecutionContext {
     std::string op;
     double start_ms = 0;  // since the start of the run
     double end_ms = 0;
+    int thread = 0;  // the CPU thread that ran it: 0 the caller, 1.. the pool's workers
   };
   void set_profiling(bool enabled);
   // Timings of the last run, in execution-graph op order (Engine::graph()).

@@ -27,6 +27,7 @@ struct RunRecord {
   bool profiling = false;
   std::chrono::steady_clock::time_point start;
   std::vector<std::chrono::steady_clock::time_point> op_start, op_end;
+  std::vector<int> op_thread;  // ThreadPool::current_worker() of the thread that ran it
 };
 
 class BackendContext {

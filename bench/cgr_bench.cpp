@@ -648,6 +648,15 @@ int run(const Options& o) {
                timeline->facts.bars, on_gpu ? "device activities" : "ops", timeline->facts.rows,
                timeline->facts.span_ms, to_string(runs.front().mode), o.timeline);
   }
+  std::optional<nlohmann::json> concurrency;
+  if (o.contexts > 0) {
+    const ConcurrentRun concurrent = measure_concurrent(
+        runs.front().engine, inputs, o.contexts, {o.warmup_ms, o.duration_s, o.iterations});
+    const Stats single = summarize(runs.front().latency_ms, o.percentiles);
+    print_concurrency(concurrent, runs.front().mode, single, o.percentiles, m.facts.batch);
+    concurrency = concurrency_json(concurrent, runs.front().mode, single, o.percentiles,
+                                   m.facts.batch);
+  }
   std::optional<nlohmann::json> profile;
   if (o.dump_profile || !o.export_profile.empty() || !o.export_trace.empty()) {
     profile = profile_ops(runs.front(), inputs, o, device_info);
@@ -656,6 +665,7 @@ int run(const Options& o) {
   if (!o.export_json.empty()) {
     nlohmann::json report = report_json(m.facts, device_info, o, runs, timeline, {}, {});
     if (profile) report["profile"] = *profile;
+    if (concurrency) report["contexts"] = *concurrency;
     write_json(o.export_json, report);
   }
   if (!o.export_times.empty()) {

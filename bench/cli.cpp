@@ -27,6 +27,7 @@ constexpr int kMaxIterations = 100'000'000;
 constexpr double kMaxWarmupMs = 3'600'000;  // an hour
 constexpr double kMaxDurationS = 86'400;    // a day
 constexpr int kMaxProfileRuns = 1000;
+constexpr int kMaxContexts = 64;
 
 constexpr const char* kUsage =
     "usage: cgr-bench --model two-branch|inception|resnet18|resnet18-exits|googlenet|PATH.onnx\n"
@@ -39,7 +40,7 @@ constexpr const char* kUsage =
     "         [--export-json FILE]\n"
     "         [--export-dot FILE [--dot-before-fusion]] [--timeline FILE.svg] [--info]\n"
     "         [--dump-profile] [--export-profile FILE] [--export-trace FILE.json]\n"
-    "         [--profile-runs 10]\n"
+    "         [--profile-runs 10] [--contexts N]\n"
     "         [--sweep-size 32,64,112,224] [--export-plot FILE.svg] [--verbose] [--version]\n"
     "         [--help]\n"
     "       trtexec's spellings: [--shapes=NAME:1x3x224x224[,NAME2:...]]\n"
@@ -121,6 +122,11 @@ Outputs
                            (ui.perfetto.dev) or chrome://tracing: a track per thread or slot,
                            each op's kind, shapes and work as arguments
   --profile-runs N         inferences the profile and trace record (default 10, at most 1000)
+  --contexts N             after the modes: N contexts of the first mode's engine, each run
+                           back to back by its own thread, all at once, for --duration-s
+                           (or --iterations each): throughput under concurrency and its
+                           latency, against one context's (trtexec --streams; also spelled
+                           --streams; 1 to 64)
   --sweep-size S,...       for each spatial size, rebuild the built-in model and time every
                            mode (interleaved); prints latency per mode and the eager/dag ratio;
                            ONNX: the first input's H = W (its last two dimensions, which must
@@ -318,7 +324,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose);
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
-      iterations, percentiles, sweep, precision, profile_runs;
+      iterations, percentiles, sweep, precision, profile_runs, contexts;
   // trtexec's spellings, aliases of the options above (--exportTimes has no other spelling).
   std::string shapes, load_inputs_trt, warmup_trt, duration_trt;
   std::vector<std::string> load_inputs, exit_outputs;
@@ -358,6 +364,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--export-profile,--exportProfile", o.export_profile);
   app.add_option("--export-trace", o.export_trace);
   app.add_option("--profile-runs", profile_runs);
+  app.add_option("--contexts,--streams", contexts);
   app.add_flag("--dot-before-fusion", o.dot_before_fusion);
   try {
     app.parse(argc, argv);
@@ -497,6 +504,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
   }
   if (!o.export_weights.empty() && !o.sweep_sizes.empty()) {
     throw UsageError("--export-weights: not with --sweep-size (write the weights of one model)");
+  }
+  if (given("--contexts")) {
+    o.contexts = number_in("--contexts", contexts, 1, kMaxContexts);
+    if (!o.sweep_sizes.empty()) throw UsageError("--contexts: not with --sweep-size");
+    if (o.info) throw UsageError("--contexts: not with --info (nothing is timed)");
   }
   if (given("--exportTimes")) {
     if (o.export_times.empty()) throw UsageError("--exportTimes: give a file name");

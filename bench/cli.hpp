@@ -68,6 +68,7 @@ struct Options {
   bool dump_profile = false;
   std::string export_profile, export_trace;
   int profile_runs = 10;
+  int contexts = 0;  // --contexts N (--streams): 0 none; else N concurrent contexts timed too
   bool dot_before_fusion = false;  // --export-dot draws the layers, not the engine's ops
   std::vector<std::int64_t> sweep_sizes;
   std::vector<std::string> argv;  // the command as given, for the reports

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
+#include <exception>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -41,6 +44,63 @@ void run_once(ModeRun& run, std::optional<Clock::time_point> origin) {
 }
 
 }  // namespace
+
+ConcurrentRun measure_concurrent(const Engine& engine, const InputTensors& inputs, int contexts,
+                                 const StopRule& rule) {
+  std::vector<ExecutionContext> pool;
+  for (int c = 0; c < contexts; ++c) {
+    pool.push_back(engine.create_context());
+    fill_inputs(pool.back(), inputs);
+    pool.back().run();  // warm: lazy initialisation and first touch, outside the clock
+  }
+  std::vector<std::vector<double>> latencies(static_cast<std::size_t>(contexts));
+  std::vector<Clock::time_point> ends(static_cast<std::size_t>(contexts));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(contexts));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  Clock::time_point start;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < contexts; ++c) {
+    threads.emplace_back([&, c] {
+      const auto k = static_cast<std::size_t>(c);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      try {
+        for (int done = 0;; ++done) {
+          if (rule.iterations > 0 ? done >= rule.iterations
+                                  : done >= kMinTimedIterations &&
+                                        ms_since(start) >= rule.duration_s * 1000.0) {
+            break;
+          }
+          const auto t0 = Clock::now();
+          pool[k].run();
+          latencies[k].push_back(ms_since(t0));
+        }
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+      ends[k] = Clock::now();
+    });
+  }
+  while (ready.load() < contexts) std::this_thread::yield();
+  start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& thread : threads) thread.join();
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  ConcurrentRun result;
+  result.contexts = contexts;
+  Clock::time_point last = start;
+  for (int c = 0; c < contexts; ++c) {
+    const auto k = static_cast<std::size_t>(c);
+    last = std::max(last, ends[k]);
+    result.latency_ms.insert(result.latency_ms.end(), latencies[k].begin(), latencies[k].end());
+  }
+  result.wall_ms = std::chrono::duration<double, std::milli>(last - start).count();
+  result.throughput_per_s = result.wall_ms > 0 ? 1000.0 * static_cast<double>(result.latency_ms.size()) / result.wall_ms : 0;
+  return result;
+}
 
 Stats summarize(std::vector<double> values, const std::vector<double>& percentiles) {
   Stats s;

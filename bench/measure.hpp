@@ -67,6 +67,19 @@ struct StopRule {
 // until the rule says stop.
 void measure_interleaved(std::vector<ModeRun>& runs, const StopRule& rule);
 
+// --contexts N (trtexec --streams): N contexts of one engine, each run back to back by its own
+// host thread, all started together after a warm-up run each, until the rule says stop (its
+// duration, every context having run at least kMinTimedIterations; or exactly `iterations`
+// runs per context). What the engine sustains when requests overlap.
+struct ConcurrentRun {
+  int contexts = 0;
+  double wall_ms = 0;              // from the common start to the last run's end
+  std::vector<double> latency_ms;  // every timed run of every context
+  double throughput_per_s = 0;     // timed runs / wall time
+};
+ConcurrentRun measure_concurrent(const Engine& engine, const InputTensors& inputs, int contexts,
+                                 const StopRule& rule);
+
 // Largest |difference| between the outputs one inference of each mode computed and dag's,
 // into each run's max_abs_diff_vs_dag (every mode must compute the same function; a difference
 // here is a bug worth seeing). Nothing when there is one mode or the first is not dag.

@@ -114,6 +114,49 @@ nlohmann::json cuda_plan_json(const Engine& engine) {
 }
 }  // namespace
 
+void print_concurrency(const ConcurrentRun& run, Mode mode, const Stats& single,
+                       const std::vector<double>& percentiles, std::int64_t batch) {
+  const Stats s = summarize(run.latency_ms, percentiles);
+  const double one = single.median > 0 ? 1000.0 / single.median : 0;
+  fmt::print("=== {} contexts of mode {}, a host thread each, run together ===\n", run.contexts,
+             to_string(mode));
+  fmt::print("throughput     {:.1f} inferences/s ({:.1f} samples/s): {} runs in {:.1f} ms; "
+             "{:.2f}x one context's {:.1f}/s\n",
+             run.throughput_per_s, run.throughput_per_s * static_cast<double>(batch), s.count,
+             run.wall_ms, one > 0 ? run.throughput_per_s / one : 0.0, one);
+  std::string tail;
+  for (const auto& [p, v] : s.percentiles) tail += fmt::format("  p{} {:.4f}", p, v);
+  fmt::print("  latency      min {:.4f}  median {:.4f}{}  max {:.4f} ms (one context: median "
+             "{:.4f})\n",
+             s.min, s.median, tail, s.max, single.median);
+}
+
+nlohmann::json concurrency_json(const ConcurrentRun& run, Mode mode, const Stats& single,
+                                const std::vector<double>& percentiles, std::int64_t batch) {
+  const double one = single.median > 0 ? 1000.0 / single.median : 0;
+  return {{"contexts", run.contexts},
+          {"mode", to_string(mode)},
+          {"runs", run.latency_ms.size()},
+          {"wall_ms", run.wall_ms},
+          {"throughput_per_s", run.throughput_per_s},
+          {"samples_per_s", run.throughput_per_s * static_cast<double>(batch)},
+          {"speedup_vs_one_context", one > 0 ? run.throughput_per_s / one : 0.0},
+          {"latency_ms", stats_json(summarize(run.latency_ms, percentiles))}};
+}
+
+namespace {
+// The GPU's transfers inside the graph: the input copy (host to device) and the output copies
+// (device to host), summed over the profile's ops; zero on the CPU, which copies nothing.
+std::pair<double, double> transfer_ms(const std::vector<OpProfile>& profile) {
+  double h2d = 0, d2h = 0;
+  for (const OpProfile& p : profile) {
+    if (p.op == "copy-in") h2d += p.mean_ms;
+    if (p.op.rfind("copy-out:", 0) == 0) d2h += p.mean_ms;
+  }
+  return {h2d, d2h};
+}
+}  // namespace
+
 void print_profile(const std::vector<OpProfile>& profile, int runs, Mode mode,
                    const std::string& clock, std::size_t rows) {
   fmt::print("=== Profile ({} runs of mode {}, {}; ops by mean time) ===\n", runs, to_string(mode),
@@ -141,6 +184,11 @@ void print_profile(const std::vector<OpProfile>& profile, int runs, Mode mode,
       "{:9.4f} {:>9} {:>9} {:>9} {:5.1f}%  sum of the ops' means (concurrent ops overlap: "
       "more than the latency where branches ran side by side)\n",
       total, "", "", "", 100.0);
+  if (const auto [h2d, d2h] = transfer_ms(profile); h2d > 0 || d2h > 0) {
+    fmt::print("transfers      host to device {:.4f} ms, device to host {:.4f} ms per inference "
+               "(the graph's copy nodes), compute {:.4f} ms\n",
+               h2d, d2h, total - h2d - d2h);
+  }
 }
 
 nlohmann::json profile_json(const std::vector<OpProfile>& profile, int runs, Mode mode,
@@ -157,7 +205,9 @@ nlohmann::json profile_json(const std::vector<OpProfile>& profile, int runs, Mod
                    {"share", p.share},
                    {"critical_path", p.critical}});
   }
-  return {{"runs", runs}, {"mode", to_string(mode)}, {"clock", clock}, {"ops", std::move(ops)}};
+  const auto [h2d, d2h] = transfer_ms(profile);
+  return {{"runs", runs}, {"mode", to_string(mode)}, {"clock", clock},
+          {"h2d_ms", h2d}, {"d2h_ms", d2h}, {"ops", std::move(ops)}};
 }
 
 void print_graph_facts(const std::vector<ModeRun>& runs) {

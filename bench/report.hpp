@@ -71,6 +71,13 @@ void print_profile(const std::vector<OpProfile>& profile, int runs, Mode mode,
 nlohmann::json profile_json(const std::vector<OpProfile>& profile, int runs, Mode mode,
                             const std::string& clock);
 
+// --contexts N: throughput and latency of N concurrent contexts, against one context's
+// (`single`: the first mode's timed latencies from the interleaved measurement).
+void print_concurrency(const ConcurrentRun& run, Mode mode, const Stats& single,
+                       const std::vector<double>& percentiles, std::int64_t batch);
+nlohmann::json concurrency_json(const ConcurrentRun& run, Mode mode, const Stats& single,
+                                const std::vector<double>& percentiles, std::int64_t batch);
+
 // "12.3 KiB" style sizes.
 std::string format_bytes(std::size_t bytes);
 

@@ -393,6 +393,10 @@ TEST_CASE("cgr-bench: --dump-profile, --export-profile and a Chrome trace of the
     shares += op["share"].get<double>();
   }
   CHECK(shares == doctest::Approx(1.0));
+  // The CPU copies nothing in or out: no transfer time (the GPU's copy nodes would count).
+  CHECK(p["h2d_ms"] == 0.0);
+  CHECK(p["d2h_ms"] == 0.0);
+  CHECK(run.out.find("transfers ") == std::string::npos);
 
   // The trace-event format: complete events with name, ph, ts, dur, pid, tid; a name for every
   // track; on one track, events follow each other (the viewer's stacking rule).
@@ -426,6 +430,32 @@ TEST_CASE("cgr-bench: --dump-profile, --export-profile and a Chrome trace of the
     for (std::size_t i = 1; i < events.size(); ++i)
       CHECK(events[i].first >= events[i - 1].second - 1e-6);
   }
+}
+
+TEST_CASE("cgr-bench: --contexts runs contexts concurrently and reports their throughput") {
+  const fs::path report = kWork / "contexts.json";
+  const Run run = bench(kSmall + " --mode dag --iterations 10 --contexts 3 --export-json " +
+                            quoted(report),
+                        "contexts");
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("=== 3 contexts of mode dag, a host thread each, run together ===") !=
+        std::string::npos);
+  const json j = load_json(report);
+  const json& c = j["contexts"];
+  CHECK(c["contexts"] == 3);
+  CHECK(c["runs"] == 30);  // --iterations: exactly that many per context
+  CHECK(c["latency_ms"]["count"] == 30);
+  CHECK(c["throughput_per_s"].get<double>() > 0);
+  CHECK(c["samples_per_s"] == c["throughput_per_s"]);  // batch 1
+  // Throughput is runs over the wall time.
+  CHECK(c["throughput_per_s"].get<double>() ==
+        doctest::Approx(30 * 1000.0 / c["wall_ms"].get<double>()));
+  // trtexec's spelling.
+  const Run streams = bench(kSmall + " --mode dag --iterations 10 --streams 2", "streams");
+  INFO(streams.err);
+  CHECK(streams.status == 0);
+  CHECK(streams.out.find("=== 2 contexts of mode dag") != std::string::npos);
 }
 
 TEST_CASE("cgr-bench: the DOT is the engine's graph, with short labels, tooltips and shapes") {
@@ -537,6 +567,10 @@ TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
       "--model two-branch --dump-profile --sweep-size 8",
       "--model two-branch --dot-before-fusion",
       "--model two-branch --info --export-trace t.json",
+      "--model two-branch --contexts 0",
+      "--model two-branch --contexts 65",
+      "--model two-branch --info --contexts 2",
+      "--model two-branch --contexts 2 --streams 2",
       "--device cpu",  // no model
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {

@@ -42,3 +42,32 @@ foreach(sample IN LISTS SAMPLES)
     endforeach()
   endif()
 endforeach()
+
+# --dot writes the engine's graph (after fusion, cgr-bench's drawing: tooltips carry the full
+# fused names); --dot-before-fusion the network's layers (two_branch: 13 layers, 7 ops).
+foreach(sample IN LISTS SAMPLES)
+  get_filename_component(name "${sample}" NAME)
+  if(name STREQUAL "two_branch")
+    set(dot "${CMAKE_CURRENT_BINARY_DIR}/samples_cli_two_branch.dot")
+    foreach(before "" "--dot-before-fusion")
+      file(REMOVE "${dot}")
+      execute_process(COMMAND "${sample}" --device cpu --size 8 --width 4 --iterations 1 --dot
+                              "${dot}" ${before}
+                      RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT status EQUAL 0 OR NOT EXISTS "${dot}")
+        message(FATAL_ERROR "${name} --dot ${before}: exit ${status}\n${out}${err}")
+      endif()
+      file(READ "${dot}" text)
+      string(REGEX MATCHALL "tooltip=" tooltips "${text}")
+      string(REGEX MATCHALL "fillcolor=" nodes "${text}")  # one per node
+      list(LENGTH tooltips tooltip_count)
+      list(LENGTH nodes node_count)
+      if(before STREQUAL "" AND (NOT tooltip_count EQUAL 7 OR NOT text MATCHES "conv1\\+conv1.relu"))
+        message(FATAL_ERROR "${name} --dot: not the engine's 7 ops with tooltips\n${text}")
+      endif()
+      if(before STREQUAL "--dot-before-fusion" AND (NOT node_count EQUAL 13 OR tooltip_count GREATER 0))
+        message(FATAL_ERROR "${name} --dot --dot-before-fusion: not the 13 layers\n${text}")
+      endif()
+    endforeach()
+  endif()
+endforeach()

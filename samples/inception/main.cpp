@@ -3,7 +3,7 @@
 // of the device are timed side by side.
 //
 //   inception [--device cpu|cuda] [--verbose] [--size S] [--threads N] [--iterations N]
-//             [--dot FILE]
+//             [--dot FILE [--dot-before-fusion]]
 #include <cstdio>
 #include <string>
 
@@ -25,7 +25,10 @@ int main(int argc, char** argv) {
   cgr::samples::add_size_option(app, size, "input height and width");
   cgr::samples::add_threads_option(app, options.threads);
   cgr::samples::add_iterations_option(app, options.iterations);
-  app.add_option("--dot", options.dot_path, "write the dependency graph as DOT to FILE");
+  app.add_option("--dot", options.dot_path,
+                 "write the engine's graph (after fusion, as cgr-bench draws it) as DOT to FILE");
+  app.add_flag("--dot-before-fusion", options.dot_before_fusion,
+               "--dot draws the network's layers instead");
   cgr::samples::parse_command_line(app, argc, argv);
   return cgr::samples::run_guarded("inception", [&] {
     options.device = cgr::samples::choose_device(device, verbose);

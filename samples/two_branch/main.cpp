@@ -4,7 +4,7 @@
 // DOT, and the median latency of each mode side by side with the ratio to dag.
 //
 //   two_branch [--device cpu|cuda] [--verbose] [--size S] [--width W] [--threads N]
-//              [--iterations N] [--dot FILE]
+//              [--iterations N] [--dot FILE [--dot-before-fusion]]
 #include <cstdio>
 #include <string>
 
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   std::string device_name, dot_path;  // no --device: the GPU when there is one
   cgr::models::TwoBranchOptions model;
   int threads = 0, iterations = 50;
-  bool verbose = false;
+  bool verbose = false, dot_before_fusion = false;
   CLI::App app(
       "Two independent conv chains on one input, concatenated: the dependency "
       "analysis and the latency of every mode of the device, side by side.",
@@ -29,11 +29,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cgr::samples::add_threads_option(app, threads);
   cgr::samples::add_iterations_option(app, iterations);
-  app.add_option("--dot", dot_path, "write the dependency graph as DOT to FILE");
+  app.add_option("--dot", dot_path,
+                 "write the engine's graph (after fusion, as cgr-bench draws it) as DOT to FILE");
+  app.add_flag("--dot-before-fusion", dot_before_fusion,
+               "--dot draws the network's layers instead");
   cgr::samples::parse_command_line(app, argc, argv);
   return cgr::samples::run_guarded("two_branch", [&] {
     cgr::samples::ModeComparison options{cgr::samples::choose_device(device_name, verbose), threads,
-                                         iterations, dot_path};
+                                         iterations, dot_path, dot_before_fusion};
     const std::string title = "two-branch (1x" + std::to_string(model.channels) + "x" +
                               std::to_string(model.size) + "x" + std::to_string(model.size) + ", " +
                               std::to_string(model.width) + " channels per conv)";

@@ -319,7 +319,9 @@ TEST_CASE("cgr-bench: the timeline has one bar per executed op and is well-forme
   CHECK(j["timeline"]["rows"].get<int>() >= 1);
   // Rows are the CPU's threads; the critical path is outlined and the legend says so; colours
   // follow layer kinds (the legend names Conv2d); every bar's number is in its tooltip.
-  CHECK(text.find(">thread 0 (caller)</text>") != std::string::npos);
+  // (Which threads ran ops depends on the load: the caller may run none of them.)
+  CHECK(text.find(">thread ") != std::string::npos);
+  CHECK(text.find(">slot ") == std::string::npos);
   CHECK(count_of(text, "<rect class=\"op critical\"") >= 1);
   CHECK(text.find(">critical path</text>") != std::string::npos);
   CHECK(text.find(">Conv2d</text>") != std::string::npos);

@@ -15,6 +15,11 @@
 #                                      venv over Debian's python3 with tritonclient[http,grpc]
 #                                      2.73.0 (its protobuf 6 stays out of Debian's path, where
 #                                      Debian's onnx needs Debian's protobuf 3)
+#   scripts/install-deps.sh --peers    plus what bench/peers/cpu-vs-ort.sh needs: Debian's PyTorch,
+#                                      torchvision and onnx (the models' export), and from PyPI
+#                                      into /opt/cgr/peers the current onnxruntime, 1.31.1 (the
+#                                      peer; the tests' 1.19.2 drops count_include_pad when it
+#                                      fuses a Pad into an AveragePool, wrong on inception_v3)
 #   scripts/install-deps.sh --tests    what the test suite needs: all of the above, Debian's
 #                                      onnx (the conformance reference), clang with its
 #                                      runtime (libFuzzer), venv and pytest (the Python
@@ -26,13 +31,14 @@
 #                                      scikit-build-core needs
 set -euo pipefail
 
-sample=0 serving=0 tests=0
+sample=0 serving=0 tests=0 peers=0
 for flag in "$@"; do
   case "$flag" in
     --sample) sample=1 ;;
     --serving) serving=1 ;;
+    --peers) peers=1 sample=1 ;;
     --tests) tests=1 sample=1 serving=1 ;;
-    *) echo "usage: install-deps.sh [--sample] [--serving] [--tests]" >&2; exit 2 ;;
+    *) echo "usage: install-deps.sh [--sample] [--serving] [--peers] [--tests]" >&2; exit 2 ;;
   esac
 done
 
@@ -43,6 +49,9 @@ if ((sample)); then
 fi
 if ((serving)); then
   packages+=(python3 python3-numpy python3-dev python3-venv libpython3.11)
+fi
+if ((peers)); then
+  packages+=(python3-onnx)
 fi
 if ((tests)); then
   packages+=(python3-onnx clang libclang-rt-14-dev python3-pytest)
@@ -60,6 +69,19 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+if ((peers)); then
+  peer_deps=/opt/cgr/peers
+  if ! PYTHONPATH=$peer_deps /usr/bin/python3 -c \
+      "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '1.31.1')" >/dev/null 2>&1; then
+    echo "cgr: installing onnxruntime 1.31.1 into $peer_deps"
+    "${sudo_cmd[@]}" rm -rf "$peer_deps"
+    "${sudo_cmd[@]}" /usr/bin/python3 -m pip install -q --disable-pip-version-check --no-deps \
+      --target "$peer_deps" onnxruntime==1.31.1 2>&1 | grep -v "as the 'root' user" || true
+    PYTHONPATH=$peer_deps /usr/bin/python3 -c "import onnxruntime" ||
+      { echo "cgr: onnxruntime did not install into $peer_deps" >&2; exit 1; }
+  fi
 fi
 
 python_deps=/opt/cgr/python

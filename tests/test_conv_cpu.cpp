@@ -189,6 +189,27 @@ std::vector<ConvCase> conv_cases() {
   cases.push_back({"depthwise", finish(make_geometry(1, 12, 11, 10, 12, 3, 3, 1, 1, 1, 12))});
   cases.push_back(
       {"depthwise x2 stride 2", finish(make_geometry(1, 6, 13, 13, 12, 5, 5, 2, 2, 1, 6))});
+  // Depthwise (one input channel per group, depthwise_conv_cpu.cpp): stride 1 runs as one flat
+  // run per plane (lengths hitting each vector tail), other strides row by row from a ring.
+  cases.push_back(
+      {"depthwise flat dilation 2", finish(make_geometry(1, 8, 9, 9, 8, 3, 3, 1, 2, 2, 8))});
+  cases.push_back(
+      {"depthwise flat wide", finish(make_geometry(1, 3, 5, 150, 3, 3, 3, 1, 1, 1, 3))});
+  cases.push_back(
+      {"depthwise 7x7 planes", finish(make_geometry(1, 16, 7, 7, 16, 3, 3, 1, 1, 1, 16))});
+  cases.push_back(
+      {"depthwise stride 2 batch 2", finish(make_geometry(2, 6, 21, 133, 6, 3, 3, 2, 1, 1, 6))});
+  cases.push_back(
+      {"depthwise stride 3 gather", finish(make_geometry(1, 4, 40, 37, 4, 5, 5, 3, 2, 1, 4))});
+  cases.push_back(
+      {"depthwise stride 2 dilation 2", finish(make_geometry(1, 4, 30, 70, 4, 3, 3, 2, 2, 2, 4))});
+  cases.push_back({"depthwise x3 1x1", finish(make_geometry(1, 5, 6, 7, 15, 1, 1, 1, 0, 1, 5))});
+  ConvGeometry dw_asym = make_geometry(1, 3, 12, 19, 3, 3, 5, 1, 0, 1, 3);
+  dw_asym.pad_top = 0;
+  dw_asym.pad_bottom = 2;
+  dw_asym.pad_left = 3;
+  dw_asym.pad_right = 1;
+  cases.push_back({"depthwise asymmetric padding", finish(dw_asym)});
   cases.push_back({"batch 2", finish(make_geometry(2, 7, 8, 9, 11, 3, 3, 1, 1))});
   cases.push_back({"batch 2 groups 3", finish(make_geometry(2, 9, 7, 8, 12, 3, 3, 2, 1, 1, 3))});
   cases.push_back({"1x1 output", finish(make_geometry(1, 20, 3, 3, 14, 3, 3, 1, 0))});
@@ -247,13 +268,16 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
   // A: the fused path (many column strips). B: one strip and a long K: weights over 1 MiB,
   // so im2col first and the GEMM split over row blocks. C: groups and batch. D: weights over
   // 1 MiB with several column strips (a late ResNet layer, 7x7 output), unfused, and a
-  // partial last row block. E: the same per group, with batch 2.
+  // partial last row block. E: the same per group, with batch 2. F, G: depthwise.
   std::vector<ConvGeometry> shapes = {
       finish(make_geometry(1, 32, 28, 28, 48, 3, 3, 1, 1)),
       finish(make_geometry(1, 256, 4, 4, 512, 3, 3, 1, 1)),
       finish(make_geometry(2, 16, 19, 17, 24, 3, 3, 1, 1, 1, 2)),
       finish(make_geometry(1, 128, 7, 7, 300, 3, 3, 1, 1)),
       finish(make_geometry(2, 512, 6, 6, 272, 3, 3, 1, 1, 1, 2)),
+      // F, G: depthwise, flat (stride 1) and by rows (stride 2), tasks of a few planes each.
+      finish(make_geometry(1, 96, 28, 28, 96, 3, 3, 1, 1, 1, 96)),
+      finish(make_geometry(2, 64, 30, 31, 64, 3, 3, 2, 1, 1, 64)),
   };
   cgr::ThreadPool pool1(1);
   cgr::ThreadPool pool2(2);

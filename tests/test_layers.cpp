@@ -139,6 +139,12 @@ TEST_CASE("MaxPool2d and AvgPool2d match a padded-image reference") {
        6,
        {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false}},
       {1, 2, 7, 8, {.kernel = {3, 2}, .stride = {2, 3}, .padding = {1, 0}, .ceil_mode = true}},
+      // Stride 1: pooled as one flat run over a padded plane (cpu/pool_cpu.hpp).
+      {1, 3, 9, 11, {.kernel = 3, .stride = 1, .padding = 1}},
+      {1, 2, 7, 7, {.kernel = 3, .stride = 1, .padding = 1, .count_include_pad = false}},
+      {2, 3, 14, 13, {.kernel = 3, .stride = 1, .padding = 1, .ceil_mode = true}},
+      {1, 2, 8, 9, {.kernel = {3, 2}, .stride = 1, .padding = {1, 0}}},
+      {1, 4, 35, 35, {.kernel = 3, .stride = 1, .padding = 1}},
   };
   unsigned seed = 100;
   for (const auto& pc : cases) {
@@ -166,6 +172,25 @@ TEST_CASE("MaxPool2d and AvgPool2d match a padded-image reference") {
       xs, x, [&](Network& net, Value v) { return net.max_pool2d(v, dilated.p, "pool"); });
   CHECK(y.size() == 2 * 5 * 5);
   CHECK(relative_error(y, reference_pool(x, dilated, true, 5, 5)) == 0.0);
+  // Dilated max pool at stride 1 (the flat path), with a NaN that every window over it keeps.
+  const PoolCase dilated1{1, 2, 12, 12, {.kernel = 3, .stride = 1, .padding = 2, .dilation = 2}};
+  auto xn = x;
+  xn[5 * 12 + 6] = std::numeric_limits<float>::quiet_NaN();
+  const auto y1 = run_network(
+      xs, xn, [&](Network& net, Value v) { return net.max_pool2d(v, dilated1.p, "pool"); });
+  REQUIRE(y1.size() == 2 * 12 * 12);
+  for (std::int64_t oh = 0; oh < 12; ++oh) {
+    for (std::int64_t ow = 0; ow < 12; ++ow) {
+      // Window rows oh - 2, oh, oh + 2 and columns ow - 2, ow, ow + 2 cover (5, 6) or not.
+      const bool covers = (oh - 5) % 2 == 0 && std::abs(oh - 5) <= 2 &&
+                          (ow - 6) % 2 == 0 && std::abs(ow - 6) <= 2;
+      CHECK(std::isnan(y1[static_cast<std::size_t>(oh * 12 + ow)]) == covers);
+    }
+  }
+  xn[5 * 12 + 6] = x[5 * 12 + 6];
+  const auto y2 = run_network(
+      xs, xn, [&](Network& net, Value v) { return net.max_pool2d(v, dilated1.p, "pool"); });
+  CHECK(relative_error(y2, reference_pool(x, dilated1, true, 12, 12)) == 0.0);
 }
 
 TEST_CASE("pool output sizes and ceil_mode values agree with PyTorch") {

@@ -21,20 +21,10 @@ class AddCpuKernel final : public CpuKernel {
     float* y = io.output;
     const math::Activation activation = activation_;
     io.pool->parallel_for(count_, 1 << 16, [&](std::size_t begin, std::size_t end) {
-      // No activation and ReLU keep loops the compiler vectorises.
-      switch (activation.kind) {
-        case math::ActivationKind::none:
-          for (std::size_t i = begin; i < end; ++i)
-            y[i] = a[i] + b[i];
-          break;
-        case math::ActivationKind::relu:
-          for (std::size_t i = begin; i < end; ++i)
-            y[i] = math::relu(a[i] + b[i]);
-          break;
-        default:
-          for (std::size_t i = begin; i < end; ++i)
-            y[i] = activation(a[i] + b[i]);
-      }
+      math::with_activation_fn(activation, [&](auto fn) {
+        for (std::size_t i = begin; i < end; ++i)
+          y[i] = fn(a[i] + b[i]);
+      });
     });
   }
 

@@ -1,6 +1,8 @@
 // CPU convolution: output[n, g-block of channels] = W_g (M x K) * im2col_g(input[n]) (K x N)
 // per group g, with M = out channels per group, K = in channels per group x kernel_h x
 // kernel_w, N = out_h x out_w, then + bias + residual and ReLU in the GEMM's last store.
+// Groups of one input channel (depthwise convolutions) are computed directly instead
+// (depthwise_conv_cpu.hpp says why).
 //
 // Why this shape: the weights are packed once into the micro-kernel's row strips; im2col
 // writes the input patches straight into the column-strip panel the micro-kernel reads
@@ -238,6 +240,11 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     fail("conv: bias has {} values, expected {}", bias.size(), g.out_channels);
   }
 
+  if (g.in_channels == g.groups) {
+    depthwise_ = std::make_unique<DepthwiseConvCpu>(g, weight, bias);
+    return;
+  }
+
   const std::int64_t mr = kernel_->mr;
   m_padded_ = gemm::round_up(group_m_, mr);
   columns_ = g.out_h * g.out_w;
@@ -280,6 +287,7 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
 }
 
 std::size_t ConvKernelCpu::workspace_bytes() const {
+  if (depthwise_) return 0;
   return static_cast<std::size_t>(geometry_.groups * group_k_ * col_strips_ * kernel_->nr) *
          sizeof(float);
 }
@@ -325,10 +333,13 @@ void ConvKernelCpu::im2col_strip(const float* group_input, std::int64_t strip, f
 
 void ConvKernelCpu::run(const float* input, const float* residual, float* output, float* workspace,
                         const math::Activation& activation, ThreadPool* pool) const {
-  // ReLU runs in the micro-kernel's registers; any other activation over each stored tile.
-  const bool relu = activation.kind == math::ActivationKind::relu;
-  const math::Activation* other_activation =
-      activation.kind == math::ActivationKind::none || relu ? nullptr : &activation;
+  if (depthwise_) {
+    depthwise_->run(input, residual, output, activation, pool);
+    return;
+  }
+  // ReLU and Clip run in the micro-kernel's registers; any other activation over each stored
+  // tile.
+  const gemm::GemmActivation epilogue_activation = gemm::gemm_activation(activation);
   const ConvGeometry& g = geometry_;
   if (columns_ == 0 || g.batch == 0) return;
   const std::int64_t mr = kernel_->mr;
@@ -391,8 +402,7 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
       p.row_bias = bias_.empty() ? nullptr : bias_.data() + group * m_padded_;
       p.residual = res ? res + group * group_m_ * columns_ : nullptr;
       p.ldr = columns_;
-      p.relu = relu;
-      p.activation = other_activation;
+      p.activation = epilogue_activation;
       return p;
     };
     auto group_input = [&](std::int64_t group) {

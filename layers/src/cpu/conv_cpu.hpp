@@ -4,10 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "cgr/layers/conv2d.hpp"
+#include "cpu/depthwise_conv_cpu.hpp"
 #include "cpu/gemm.hpp"
 
 namespace cgr {
@@ -45,6 +47,8 @@ class ConvKernelCpu {
   void im2col_strip(const float* group_input, std::int64_t strip, float* dst) const;
 
   ConvGeometry geometry_;
+  // One input channel per group (depthwise, any multiplier): computed directly, no im2col.
+  std::unique_ptr<DepthwiseConvCpu> depthwise_;
   const gemm::MicroKernel* kernel_ = nullptr;
   std::int64_t group_m_ = 0;          // output channels per group (GEMM M)
   std::int64_t group_k_ = 0;          // (in_channels / groups) * kernel_h * kernel_w (GEMM K)

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <vector>
 
@@ -68,7 +69,7 @@ void tile_generic(const TileArgs& t) {
         if (t.row_bias) v += t.row_bias[r];
         if (t.col_bias) v += t.col_bias[j];
         if (t.residual) v += t.residual[r * t.ldr + j];
-        if (t.relu) v = math::relu(v);
+        if (t.clamp) v = math::clip(v, t.clamp_low, t.clamp_high);
       }
       t.c[r * t.ldc + j] = v;
     }
@@ -113,7 +114,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
     b += kAvx2Nr;
   }
   if (t.last) {
-    const __m256 zero = _mm256_setzero_ps();
+    const __m256 low = _mm256_set1_ps(t.clamp_low);
+    const __m256 high = _mm256_set1_ps(t.clamp_high);
 #pragma GCC unroll 6
     for (int r = 0; r < kAvx2Mr; ++r) {
 #pragma GCC unroll 2
@@ -122,8 +124,12 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
         if (t.row_bias) v = _mm256_add_ps(v, _mm256_set1_ps(t.row_bias[r]));
         if (t.col_bias) v = _mm256_add_ps(v, _mm256_loadu_ps(t.col_bias + 8 * h));
         if (t.residual) v = _mm256_add_ps(v, _mm256_loadu_ps(t.residual + r * t.ldr + 8 * h));
-        // Clears lanes that compare below zero; NaN compares false and passes, as in relu().
-        if (t.relu) v = _mm256_andnot_ps(_mm256_cmp_ps(v, zero, _CMP_LT_OQ), v);
+        // Lanes below low become low, then lanes above high become high; NaN compares false
+        // both times and passes, as in math::clip().
+        if (t.clamp) {
+          v = _mm256_blendv_ps(v, low, _mm256_cmp_ps(v, low, _CMP_LT_OQ));
+          v = _mm256_blendv_ps(v, high, _mm256_cmp_ps(v, high, _CMP_GT_OQ));
+        }
         acc[r][h] = v;
       }
     }
@@ -172,7 +178,8 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
     b += kAvx512Nr;
   }
   if (t.last) {
-    const __m512 zero = _mm512_setzero_ps();
+    const __m512 low = _mm512_set1_ps(t.clamp_low);
+    const __m512 high = _mm512_set1_ps(t.clamp_high);
 #pragma GCC unroll 8
     for (int r = 0; r < kAvx512Mr; ++r) {
 #pragma GCC unroll 2
@@ -181,8 +188,11 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
         if (t.row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(t.row_bias[r]));
         if (t.col_bias) v = _mm512_add_ps(v, _mm512_loadu_ps(t.col_bias + 16 * h));
         if (t.residual) v = _mm512_add_ps(v, _mm512_loadu_ps(t.residual + r * t.ldr + 16 * h));
-        // Zeroes lanes that compare below zero; NaN compares false and passes, as in relu().
-        if (t.relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
+        // As in the AVX2 kernel: NaN passes both compares, as in math::clip().
+        if (t.clamp) {
+          v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), low);
+          v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), high);
+        }
         acc[r][h] = v;
       }
     }
@@ -220,11 +230,13 @@ std::atomic<const MicroKernel*> g_override{nullptr};
 // object the standalone layer runs, so fusing never changes a bit.
 void apply_activation(const math::Activation& activation, float* c, std::int64_t ldc,
                       std::int64_t rows, std::int64_t cols) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = c + r * ldc;
-    for (std::int64_t j = 0; j < cols; ++j)
-      row[j] = activation(row[j]);
-  }
+  math::with_activation_fn(activation, [&](auto fn) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = c + r * ldc;
+      for (std::int64_t j = 0; j < cols; ++j)
+        row[j] = fn(row[j]);
+    }
+  });
 }
 
 // Runs one tile; an edge tile (fewer than mr rows or nr columns valid) is staged through
@@ -262,6 +274,23 @@ void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int
 }
 
 }  // namespace
+
+GemmActivation gemm_activation(const math::Activation& activation) {
+  switch (activation.kind) {
+    case math::ActivationKind::none:
+      return {};
+    case math::ActivationKind::relu:
+      // relu(x) is clip(x, 0, +inf), bit for bit (NaN and -0 pass).
+      return {.clamp = true, .clamp_low = 0.0f,
+              .clamp_high = std::numeric_limits<float>::infinity()};
+    case math::ActivationKind::clip:
+      return {.clamp = true, .clamp_low = activation.alpha, .clamp_high = activation.beta};
+    case math::ActivationKind::leaky_relu:
+    case math::ActivationKind::unary:
+      break;
+  }
+  return {.other = &activation};
+}
 
 std::span<const MicroKernel* const> supported_kernels() {
   static const std::vector<const MicroKernel*> kernels = detect_kernels();
@@ -358,8 +387,10 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
     t.last = pc + t.kc == p.k;
     t.ldc = p.ldc;
     t.ldr = p.ldr;
-    t.relu = p.relu;
-    t.activation = p.activation;
+    t.clamp = p.activation.clamp;
+    t.clamp_low = p.activation.clamp_low;
+    t.clamp_high = p.activation.clamp_high;
+    t.activation = p.activation.other;
     for (std::int64_t ic = ms0; ic < ms1; ic += mc_strips) {
       const std::int64_t ic_end = std::min(ms1, ic + mc_strips);
       for (std::int64_t js = ns0; js < ns1; ++js) {
@@ -403,7 +434,9 @@ void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::in
     t.load_c = pc > 0;
     t.last = pc + t.kc == p.k;
     t.ldc = p.ldc;
-    t.relu = p.relu;
+    t.clamp = p.relu;  // ReLU: the clamp to [0, +inf)
+    t.clamp_low = 0.0f;
+    t.clamp_high = std::numeric_limits<float>::infinity();
     t.a = a_buf;
     for (std::int64_t is = ms0; is < ms1; ++is) {
       const std::int64_t row0 = is * mr;

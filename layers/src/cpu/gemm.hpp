@@ -48,15 +48,27 @@ struct TileArgs {
   std::int64_t ldc = 0;
   bool load_c = false;  // continue from the partial sums in c instead of zero
   bool last = false;    // last pass over K: apply the epilogue below before storing
-  // Epilogue, in this order: + row_bias[r] + col_bias[j] + residual[r][j], then ReLU (in the
-  // micro-kernel's registers) or another activation (over the stored tile, by run_tile).
+  // Epilogue, in this order: + row_bias[r] + col_bias[j] + residual[r][j], then a clamp to
+  // [clamp_low, clamp_high] in the micro-kernel's registers (ReLU is [0, +inf), Clip its
+  // bounds: math::clip's arithmetic, NaN passes) or another activation (over the stored tile,
+  // by run_tile).
   const float* row_bias = nullptr;  // mr values or null
   const float* col_bias = nullptr;  // nr values or null
   const float* residual = nullptr;  // mr x nr with row stride ldr, or null
   std::int64_t ldr = 0;
-  bool relu = false;
-  const math::Activation* activation = nullptr;  // not ReLU; null: none
+  bool clamp = false;
+  float clamp_low = 0.0f, clamp_high = 0.0f;
+  const math::Activation* activation = nullptr;  // neither ReLU nor Clip; null: none
 };
+
+// How an activation runs in a GEMM's epilogue: ReLU and Clip as the registers' clamp, any
+// other over the stored tile.
+struct GemmActivation {
+  bool clamp = false;
+  float clamp_low = 0.0f, clamp_high = 0.0f;
+  const math::Activation* other = nullptr;
+};
+GemmActivation gemm_activation(const math::Activation& activation);
 
 struct MicroKernel {
   const char* name;
@@ -130,8 +142,7 @@ struct PackedProduct {
   const float* row_bias = nullptr;  // round_up(m, mr) values or null
   const float* residual = nullptr;  // like C, row stride ldr, or null
   std::int64_t ldr = 0;
-  bool relu = false;
-  const math::Activation* activation = nullptr;  // any other activation (see TileArgs)
+  GemmActivation activation;  // see TileArgs
 };
 // Computes the tiles of row strips [ms0, ms1) x column strips [ns0, ns1).
 void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,

@@ -153,6 +153,31 @@ struct Activation {
   }
 };
 
+struct IdentityFn {
+  CGR_HD float operator()(float x) const { return x; }
+};
+
+// Calls body(fn) with the activation as its own function object (IdentityFn, ReluFn,
+// LeakyReluFn, ClipFn or UnaryFn), so a loop over a tensor inlines one function and
+// vectorises instead of switching on the kind per element. The same arithmetic as
+// Activation::operator(), bit for bit.
+template <typename Body>
+decltype(auto) with_activation_fn(const Activation& activation, Body&& body) {
+  switch (activation.kind) {
+    case ActivationKind::relu:
+      return body(ReluFn{});
+    case ActivationKind::leaky_relu:
+      return body(LeakyReluFn{activation.alpha});
+    case ActivationKind::clip:
+      return body(ClipFn{activation.alpha, activation.beta});
+    case ActivationKind::unary:
+      return body(UnaryFn{activation.unary, activation.alpha, activation.beta});
+    case ActivationKind::none:
+      break;
+  }
+  return body(IdentityFn{});
+}
+
 // The elementwise functions of two operands of the Binary layer.
 enum class BinaryOp : std::int32_t {
   add,

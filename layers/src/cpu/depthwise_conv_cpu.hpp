@@ -1,0 +1,51 @@
+// CPU depthwise convolution (each output channel reads one input channel: groups ==
+// in_channels, any channel multiplier), computed directly, plane by plane. Used by
+// ConvKernelCpu, the Conv2d CPU kernel, when a group has one input channel.
+//
+// Why not im2col + GEMM: with K = kernel_h x kernel_w (9) and M = the multiplier (1), the GEMM
+// pads M to the micro-kernel's 8 rows and spends its time on im2col; MobileNet's depthwise
+// layers ran at ~2 GFLOP/s that way. Here the output accumulates kernel_h x kernel_w shifted,
+// zero-padded copies of the input (the vectorised axis is the output column), then the
+// epilogue (bias, residual, activation) runs over each finished row.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/element_math.hpp"
+
+namespace cgr {
+class ThreadPool;
+}
+
+namespace cgr::cpu {
+
+class DepthwiseConvCpu {
+ public:
+  // geometry.in_channels == geometry.groups; weight [out_channels, 1, kernel_h, kernel_w];
+  // bias out_channels values or empty. The caller (ConvKernelCpu) has validated the geometry.
+  DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<const float> weight,
+                   std::span<const float> bias);
+
+  // output = act(conv + bias + residual); residual may be null; pool may be null. Each output
+  // element is one chain over (kh, kw) in order, so the bits do not depend on the pool size.
+  void run(const float* input, const float* residual, float* output,
+           const math::Activation& activation, ThreadPool* pool) const;
+
+ private:
+  Conv2dGeometry geometry_;
+  std::vector<float> weight_;  // out_channels x kernel_h x kernel_w
+  std::vector<float> bias_;    // out_channels, or empty
+  // Stride 1: the plane is computed as one flat run over a padded copy (the .cpp says how).
+  bool flat_ = false;
+  std::int64_t padded_w_ = 0;        // floats per padded row
+  std::int64_t plane_floats_ = 0;    // flat: the padded plane, with room for the last reads
+  std::int64_t ring_rows_ = 0;       // otherwise: padded rows kept (a power of two)
+  std::int64_t scratch_floats_ = 0;  // per task: flat, plane + flat output; else ring + zero row
+  bool avx512_ = false;
+  bool avx2_ = false;  // AVX2 + FMA
+};
+
+}  // namespace cgr::cpu

@@ -2,7 +2,8 @@
 // per group g, with M = out channels per group, K = in channels per group x kernel_h x
 // kernel_w, N = out_h x out_w, then + bias + residual and ReLU in the GEMM's last store.
 // Groups of one input channel (depthwise convolutions) are computed directly instead
-// (depthwise_conv_cpu.hpp says why).
+// (depthwise_conv_cpu.hpp says why), and convolutions of one group read B in place without
+// im2col (conv_direct_cpu.cpp); im2col remains for grouped convolutions.
 //
 // Why this shape: the weights are packed once into the micro-kernel's row strips; im2col
 // writes the input patches straight into the column-strip panel the micro-kernel reads
@@ -277,6 +278,37 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     kw_end_[static_cast<std::size_t>(kw)] =
         std::clamp<std::int64_t>(end, kw_begin_[static_cast<std::size_t>(kw)], view_out_w_);
   }
+  if (g.groups == 1) {
+    // B read in place (conv_direct_cpu.cpp): rows (c, kh, kw) in the weights' order.
+    const bool unpadded_pointwise = pointwise;
+    direct_ = unpadded_pointwise ? Direct::pointwise : Direct::phases;
+    if (unpadded_pointwise) {
+      phase_h_ = g.in_h;
+      phase_w_ = g.in_w;
+      flat_columns_ = columns_;
+    } else {
+      // Phase (py, px) of the padded input holds its rows py, py + stride_h, ... and columns
+      // px, px + stride_w, ...; a window tap at padded (oh * sh + r, ow * sw + q) is phase
+      // (r % sh, q % sw) at (oh + r / sh, ow + q / sw).
+      phase_h_ = gemm::ceil_div(g.pad_top + g.in_h + g.pad_bottom, g.stride_h);
+      phase_w_ = gemm::ceil_div(g.pad_left + g.in_w + g.pad_right, g.stride_w);
+      flat_columns_ = (g.out_h - 1) * phase_w_ + g.out_w;
+    }
+    b_offsets_.reserve(static_cast<std::size_t>(group_k_));
+    for (std::int64_t c = 0; c < g.in_channels; ++c) {
+      for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+        for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+          const std::int64_t r = kh * g.dilation_h, q = kw * g.dilation_w;
+          const std::int64_t phase =
+              unpadded_pointwise ? c
+                                 : (c * g.stride_h + r % g.stride_h) * g.stride_w + q % g.stride_w;
+          const std::int64_t row = unpadded_pointwise ? 0 : r / g.stride_h;
+          const std::int64_t column = unpadded_pointwise ? 0 : q / g.stride_w;
+          b_offsets_.push_back((phase * phase_h_ + row) * phase_w_ + column);
+        }
+      }
+    }
+  }
 #if defined(CGR_CONV_X86)
   // Gather indices are 32-bit: keep to rows they can address.
   __builtin_cpu_init();
@@ -288,6 +320,15 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
 
 std::size_t ConvKernelCpu::workspace_bytes() const {
   if (depthwise_) return 0;
+  const std::int64_t nr = kernel_->nr;
+  if (direct_ == Direct::pointwise) return static_cast<std::size_t>(group_k_ * nr) * sizeof(float);
+  if (direct_ == Direct::phases) {
+    // The phases with nr floats of slack (run_direct), then the flat result.
+    const ConvGeometry& g = geometry_;
+    const std::int64_t phases =
+        gemm::round_up(g.in_channels * g.stride_h * g.stride_w * phase_h_ * phase_w_ + nr, 16);
+    return static_cast<std::size_t>(phases + g.out_channels * g.out_h * phase_w_) * sizeof(float);
+  }
   return static_cast<std::size_t>(geometry_.groups * group_k_ * col_strips_ * kernel_->nr) *
          sizeof(float);
 }
@@ -335,6 +376,12 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
                         const math::Activation& activation, ThreadPool* pool) const {
   if (depthwise_) {
     depthwise_->run(input, residual, output, activation, pool);
+    return;
+  }
+  if (direct_ != Direct::none) {
+    if (columns_ != 0 && geometry_.batch != 0) {
+      run_direct(input, residual, output, workspace, activation, pool);
+    }
     return;
   }
   // ReLU and Clip run in the micro-kernel's registers; any other activation over each stored

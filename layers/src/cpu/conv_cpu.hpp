@@ -45,6 +45,9 @@ class ConvKernelCpu {
  private:
   // Writes column strip `strip` of one group's im2col panel (group_k_ rows of nr columns).
   void im2col_strip(const float* group_input, std::int64_t strip, float* dst) const;
+  // One group: the GEMM reads B in place (conv_direct_cpu.cpp).
+  void run_direct(const float* input, const float* residual, float* output, float* workspace,
+                  const math::Activation& activation, ThreadPool* pool) const;
 
   ConvGeometry geometry_;
   // One input channel per group (depthwise, any multiplier): computed directly, no im2col.
@@ -65,6 +68,17 @@ class ConvKernelCpu {
   // image (outside it im2col writes the zero padding).
   std::vector<std::int64_t> kw_begin_, kw_end_;
   bool im2col_avx512_ = false;  // 32-column strips built with AVX-512 masked loads
+
+  // One group: no im2col. pointwise (1x1, stride 1, unpadded): B is the input itself, row c
+  // at c * H * W; phases: B is a copy of the zero-padded input split into stride_h x stride_w
+  // phases of phase_h_ x phase_w_ (at stride 1, one phase: the padded input), read as one flat
+  // run of flat_columns_ columns, element t = oh * phase_w_ + ow, row (c, kh, kw) at its
+  // b_offsets_ entry; the GEMM writes a flat result whose phase_w_ - out_w columns between
+  // rows are dropped when the epilogue copies it to the output.
+  enum class Direct { none, pointwise, phases };
+  Direct direct_ = Direct::none;
+  std::int64_t phase_h_ = 0, phase_w_ = 0, flat_columns_ = 0;
+  std::vector<std::int64_t> b_offsets_;  // group_k_ entries
 };
 
 }  // namespace cgr::cpu

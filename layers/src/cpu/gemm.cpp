@@ -46,7 +46,8 @@ constexpr std::int64_t kMcRows = 512;
 constexpr std::int64_t kGenericMr = 4;
 constexpr std::int64_t kGenericNr = 16;
 
-void tile_generic(const TileArgs& t) {
+template <bool Direct>
+void tile_generic_impl(const TileArgs& t) {
   float acc[kGenericMr][kGenericNr];
   for (std::int64_t r = 0; r < kGenericMr; ++r) {
     for (std::int64_t j = 0; j < kGenericNr; ++j)
@@ -55,9 +56,10 @@ void tile_generic(const TileArgs& t) {
   const float* a = t.a;
   const float* b = t.b;
   for (std::int64_t k = 0; k < t.kc; ++k) {
+    const float* bk = Direct ? t.b + t.b_offsets[k] : b;
     for (std::int64_t r = 0; r < kGenericMr; ++r) {
       for (std::int64_t j = 0; j < kGenericNr; ++j)
-        acc[r][j] += a[r] * b[j];
+        acc[r][j] += a[r] * bk[j];
     }
     a += kGenericMr;
     b += kGenericNr;
@@ -82,7 +84,8 @@ void tile_generic(const TileArgs& t) {
 constexpr int kAvx2Mr = 6;
 constexpr int kAvx2Nr = 16;
 
-__attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
+template <bool Direct>
+__attribute__((target("avx2,fma"))) void tile_avx2_impl(const TileArgs& t) {
   __m256 acc[kAvx2Mr][2];
   if (t.load_c) {
 #pragma GCC unroll 6
@@ -102,8 +105,9 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
   const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
   for (std::int64_t k = 0; k < kc; ++k) {
     if ((k & 1) == 0) _mm_prefetch(prefetch + k * kAvx2Mr * sizeof(float), _MM_HINT_T0);
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
+    const float* bk = Direct ? t.b + t.b_offsets[k] : b;
+    const __m256 b0 = _mm256_loadu_ps(bk);
+    const __m256 b1 = _mm256_loadu_ps(bk + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < kAvx2Mr; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a + r);
@@ -146,7 +150,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
 constexpr int kAvx512Mr = 8;
 constexpr int kAvx512Nr = 32;
 
-__attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
+template <bool Direct>
+__attribute__((target("avx512f"))) void tile_avx512_impl(const TileArgs& t) {
   __m512 acc[kAvx512Mr][2];
   if (t.load_c) {
 #pragma GCC unroll 8
@@ -166,8 +171,9 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
   const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
   for (std::int64_t k = 0; k < kc; ++k) {
     if ((k & 1) == 0) _mm_prefetch(prefetch + k * kAvx512Mr * sizeof(float), _MM_HINT_T0);
-    const __m512 b0 = _mm512_loadu_ps(b);
-    const __m512 b1 = _mm512_loadu_ps(b + 16);
+    const float* bk = Direct ? t.b + t.b_offsets[k] : b;
+    const __m512 b0 = _mm512_loadu_ps(bk);
+    const __m512 b1 = _mm512_loadu_ps(bk + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kAvx512Mr; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r]);
@@ -206,10 +212,12 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
 
 #endif  // CGR_GEMM_X86
 
-const MicroKernel kGeneric{"generic", kGenericMr, kGenericNr, tile_generic};
+const MicroKernel kGeneric{"generic", kGenericMr, kGenericNr, tile_generic_impl<false>,
+                           tile_generic_impl<true>};
 #if defined(CGR_GEMM_X86)
-const MicroKernel kAvx2{"avx2", kAvx2Mr, kAvx2Nr, tile_avx2};
-const MicroKernel kAvx512{"avx512", kAvx512Mr, kAvx512Nr, tile_avx512};
+const MicroKernel kAvx2{"avx2", kAvx2Mr, kAvx2Nr, tile_avx2_impl<false>, tile_avx2_impl<true>};
+const MicroKernel kAvx512{"avx512", kAvx512Mr, kAvx512Nr, tile_avx512_impl<false>,
+                          tile_avx512_impl<true>};
 #endif
 
 std::vector<const MicroKernel*> detect_kernels() {
@@ -242,8 +250,9 @@ void apply_activation(const math::Activation& activation, float* c, std::int64_t
 // Runs one tile; an edge tile (fewer than mr rows or nr columns valid) is staged through
 // full-size buffers so the micro-kernel does exactly the arithmetic of a full tile.
 void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int64_t cols) {
+  const auto tile = t.b_offsets != nullptr ? kernel.tile_direct : kernel.tile;
   if (rows == kernel.mr && cols == kernel.nr) {
-    kernel.tile(t);
+    tile(t);
     if (t.last && t.activation != nullptr) apply_activation(*t.activation, t.c, t.ldc, rows, cols);
     return;
   }
@@ -267,7 +276,7 @@ void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int
   }
   t.c = c_buf;
   t.ldc = nr;
-  kernel.tile(t);
+  tile(t);
   for (std::int64_t r = 0; r < rows; ++r)
     std::memcpy(c + r * ldc, c_buf + r * nr, cols * 4);
   if (t.last && t.activation != nullptr) apply_activation(*t.activation, c, ldc, rows, cols);
@@ -281,8 +290,8 @@ GemmActivation gemm_activation(const math::Activation& activation) {
       return {};
     case math::ActivationKind::relu:
       // relu(x) is clip(x, 0, +inf), bit for bit (NaN and -0 pass).
-      return {.clamp = true, .clamp_low = 0.0f,
-              .clamp_high = std::numeric_limits<float>::infinity()};
+      return {
+          .clamp = true, .clamp_low = 0.0f, .clamp_high = std::numeric_limits<float>::infinity()};
     case math::ActivationKind::clip:
       return {.clamp = true, .clamp_low = activation.alpha, .clamp_high = activation.beta};
     case math::ActivationKind::leaky_relu:
@@ -396,7 +405,12 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
       for (std::int64_t js = ns0; js < ns1; ++js) {
         const std::int64_t col0 = js * nr;
         const std::int64_t cols = std::min(nr, p.n - col0);
-        t.b = p.b + ((js - p.b_first) * p.k + pc) * nr;
+        if (p.b_offsets != nullptr) {
+          t.b = p.b + js * nr;
+          t.b_offsets = p.b_offsets + pc;
+        } else {
+          t.b = p.b + ((js - p.b_first) * p.k + pc) * nr;
+        }
         for (std::int64_t is = ic; is < ic_end; ++is) {
           const std::int64_t row0 = is * mr;
           t.a = p.a + (is * p.k + pc) * mr;

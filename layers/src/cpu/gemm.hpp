@@ -44,6 +44,9 @@ struct TileArgs {
   // the next row strip, hides little of it.
   const float* a_next = nullptr;
   const float* b = nullptr;  // packed B strip, already offset to this pass
+  // Direct B (tile_direct): row kk of the strip is the nr floats at b + b_offsets[kk] (offsets
+  // already advanced to this pass); null: b is packed.
+  const std::int64_t* b_offsets = nullptr;
   float* c = nullptr;
   std::int64_t ldc = 0;
   bool load_c = false;  // continue from the partial sums in c instead of zero
@@ -75,6 +78,8 @@ struct MicroKernel {
   std::int64_t mr;
   std::int64_t nr;
   void (*tile)(const TileArgs&);  // reads and writes the full mr x nr tile
+  // The same arithmetic (the same bits) with B read in place (TileArgs::b_offsets).
+  void (*tile_direct)(const TileArgs&);
 };
 
 // The fastest micro-kernel this CPU runs (or the test override).
@@ -137,6 +142,10 @@ struct PackedProduct {
   const float* a = nullptr;
   const float* b = nullptr;  // column strip b_first; strip js at b + (js - b_first) * k * nr
   std::int64_t b_first = 0;
+  // Direct B: element (kk, j) at b[b_offsets[kk] + j], read in place (no packing); b must be
+  // readable up to nr - 1 elements past the last column of every row (edge strips read the
+  // full width and drop the rest). b_first is then unused.
+  const std::int64_t* b_offsets = nullptr;
   float* c = nullptr;
   std::int64_t ldc = 0;
   const float* row_bias = nullptr;  // round_up(m, mr) values or null

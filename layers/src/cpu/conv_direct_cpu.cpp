@@ -1,0 +1,191 @@
+// ConvKernelCpu's one-group path: the GEMM reads the input in place instead of an im2col
+// panel (conv_cpu.hpp's Direct says what B is).
+//
+// Why: for a 3x3 conv with 64 output channels im2col took ~17% of the time (perf, one thread,
+// ResNet-18's layer1 conv) for a copy the micro-kernel can do without. At stride 1 the im2col
+// row (c, kh, kw) of output pixel t = oh * Wp + ow of a padded plane of row width Wp is
+// padded element c * Hp * Wp + kh * Wp + kw + t: each row of B is a contiguous run of the
+// padded input, so the micro-kernel loads it directly (gemm::TileArgs::b_offsets). At stride
+// s the padded input is split into s x s phases (every s-th row and column from each offset),
+// and a tap (kh, kw) reads one phase at a shift: again a contiguous run. The flat result has
+// (phase width - out_w) junk columns per row, dropped by the epilogue pass that copies it out.
+// The arithmetic per output is the im2col path's, fma for fma, so the bits are the same.
+#include <algorithm>
+#include <cstring>
+
+#include "cgr/thread_pool.hpp"
+#include "cpu/conv_cpu.hpp"
+
+namespace cgr::cpu {
+namespace {
+
+constexpr std::int64_t kTaskMacs = std::int64_t{1} << 20;
+constexpr std::int64_t kFusedWeightBytes = std::int64_t{1} << 20;
+
+}  // namespace
+
+void ConvKernelCpu::run_direct(const float* input, const float* residual, float* output,
+                               float* workspace, const math::Activation& activation,
+                               ThreadPool* pool) const {
+  const ConvGeometry& g = geometry_;
+  const std::int64_t mr = kernel_->mr;
+  const std::int64_t nr = kernel_->nr;
+  const std::int64_t m_strips = m_padded_ / mr;
+  const std::int64_t threads = pool ? pool->size() : 1;
+  const bool padded = direct_ == Direct::phases;
+  const std::int64_t flat = padded ? flat_columns_ : columns_;
+  const std::int64_t strips = gemm::ceil_div(flat, nr);
+  // Pointwise: the input holds no room past a plane's end for the last strip's full-width
+  // loads, so a partial last strip is packed (im2col) into the workspace instead.
+  const std::int64_t direct_strips = padded ? strips : columns_ / nr;
+
+  // Tasks: column strips over all rows while the weights stay in L2; otherwise row blocks
+  // over all strips, so the threads share the weight stream (conv_cpu.cpp says more).
+  const bool weights_cached =
+      m_padded_ * group_k_ * static_cast<std::int64_t>(sizeof(float)) <= kFusedWeightBytes;
+  const std::int64_t wanted_tasks = 4 * threads;
+  const bool by_columns = threads == 1 || (weights_cached && strips >= wanted_tasks);
+  std::int64_t task_m_strips = m_strips;
+  if (!by_columns) {
+    while (task_m_strips > 1 && gemm::ceil_div(m_strips, task_m_strips) < wanted_tasks &&
+           (task_m_strips / 2) * mr * group_k_ * strips * nr >= kTaskMacs) {
+      task_m_strips = gemm::ceil_div(task_m_strips, 2);
+    }
+  }
+  const std::int64_t m_blocks = gemm::ceil_div(m_strips, task_m_strips);
+  const std::int64_t item_macs =
+      by_columns ? m_strips * mr * group_k_ * nr : task_m_strips * mr * group_k_ * strips * nr;
+  const std::int64_t grain = std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs));
+
+  const std::int64_t plane = g.in_h * g.in_w;
+  const std::int64_t phase_plane = phase_h_ * phase_w_;
+  const std::int64_t phases_per_channel = g.stride_h * g.stride_w;
+  // Workspace: the phases (+ nr floats of slack) then the flat result (out_channels rows of
+  // ldc); pointwise, one packed strip.
+  float* const phase_input = workspace;
+  const std::int64_t phase_floats =
+      gemm::round_up(g.in_channels * phases_per_channel * phase_plane + nr, 16);
+  float* const flat_out = workspace + phase_floats;
+  const std::int64_t ldc = padded ? g.out_h * phase_w_ : columns_;
+  const gemm::GemmActivation epilogue_activation =
+      padded ? gemm::GemmActivation{} : gemm::gemm_activation(activation);
+
+  for (std::int64_t n = 0; n < g.batch; ++n) {
+    const float* image = input + n * g.in_channels * plane;
+    float* out = output + n * g.out_channels * columns_;
+    const float* res = residual ? residual + n * g.out_channels * columns_ : nullptr;
+
+    if (padded) {
+      // The phases, every cell written (the workspace holds other ops' data): phase (py, px)
+      // row i, column j is the padded input's (i * sh + py, j * sw + px), zero in the padding.
+      const std::int64_t items = g.in_channels * phases_per_channel;
+      gemm::parallel_range(
+          pool, items,
+          std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, phase_plane)),
+          [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t item = begin; item < end; ++item) {
+              const std::int64_t c = item / phases_per_channel;
+              const std::int64_t py = item % phases_per_channel / g.stride_w;
+              const std::int64_t px = item % g.stride_w;
+              const float* src = image + c * plane;
+              float* dst = phase_input + item * phase_plane;
+              // Columns j whose input column j * sw + px - pad_left is inside the row.
+              const std::int64_t x0 = px - g.pad_left;
+              const std::int64_t j0 = std::clamp<std::int64_t>(
+                  x0 >= 0 ? 0 : (-x0 + g.stride_w - 1) / g.stride_w, 0, phase_w_);
+              const std::int64_t j1 = std::clamp<std::int64_t>(
+                  g.in_w - x0 <= 0 ? 0 : (g.in_w - x0 + g.stride_w - 1) / g.stride_w, j0, phase_w_);
+              for (std::int64_t i = 0; i < phase_h_; ++i) {
+                float* row = dst + i * phase_w_;
+                const std::int64_t y = i * g.stride_h + py - g.pad_top;
+                if (y < 0 || y >= g.in_h) {
+                  std::fill_n(row, phase_w_, 0.0f);
+                  continue;
+                }
+                // Input column of phase column j: j * sw + x0 (>= 0 from j0 on).
+                const float* in_row = src + y * g.in_w;
+                std::fill(row, row + j0, 0.0f);
+                if (g.stride_w == 1) {
+                  std::memcpy(row + j0, in_row + (j0 + x0),
+                              static_cast<std::size_t>(j1 - j0) * sizeof(float));
+                } else {
+                  for (std::int64_t j = j0; j < j1; ++j)
+                    row[j] = in_row[j * g.stride_w + x0];
+                }
+                std::fill(row + j1, row + phase_w_, 0.0f);
+              }
+            }
+          });
+      std::fill(phase_input + items * phase_plane, phase_input + phase_floats, 0.0f);
+    }
+
+    gemm::PackedProduct p;
+    p.kernel = kernel_;
+    p.m = group_m_;
+    p.n = flat;
+    p.k = group_k_;
+    p.a = packed_weight_.data();
+    p.b = padded ? phase_input : image;
+    p.b_offsets = b_offsets_.data();
+    p.c = padded ? flat_out : out;
+    p.ldc = ldc;
+    if (!padded) {
+      p.row_bias = bias_.empty() ? nullptr : bias_.data();
+      p.residual = res;
+      p.ldr = columns_;
+      p.activation = epilogue_activation;
+    }
+    // Pointwise's packed last strip, when it is partial.
+    gemm::PackedProduct tail = p;
+    tail.b_offsets = nullptr;
+    tail.b = workspace;
+    tail.b_first = direct_strips;
+    auto multiply = [&](std::int64_t ms0, std::int64_t ms1, std::int64_t ns0, std::int64_t ns1) {
+      if (ns0 < std::min(ns1, direct_strips)) {
+        gemm::gemm_packed(p, ms0, ms1, ns0, std::min(ns1, direct_strips));
+      }
+      if (ns1 > direct_strips) gemm::gemm_packed(tail, ms0, ms1, direct_strips, ns1);
+    };
+    if (direct_strips < strips) im2col_strip(image, direct_strips, workspace);
+
+    if (by_columns) {
+      gemm::parallel_range(pool, strips, grain, [&](std::int64_t begin, std::int64_t end) {
+        multiply(0, m_strips, begin, end);
+      });
+    } else {
+      gemm::parallel_range(pool, m_blocks, grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t item = begin; item < end; ++item) {
+          const std::int64_t m0 = item * task_m_strips;
+          multiply(m0, std::min(m_strips, m0 + task_m_strips), 0, strips);
+        }
+      });
+    }
+    if (!padded) continue;
+
+    // The epilogue, in the micro-kernel's order (+ bias, + residual, then the activation),
+    // while copying the flat result's valid columns out.
+    gemm::parallel_range(
+        pool, g.out_channels, std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, ldc)),
+        [&](std::int64_t begin, std::int64_t end) {
+          math::with_activation_fn(activation, [&](auto fn) {
+            for (std::int64_t m = begin; m < end; ++m) {
+              const float bias = bias_.empty() ? 0.0f : bias_[static_cast<std::size_t>(m)];
+              const bool has_bias = !bias_.empty();
+              for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+                const float* src = flat_out + m * ldc + oh * phase_w_;
+                float* dst = out + m * columns_ + oh * g.out_w;
+                const float* r = res ? res + m * columns_ + oh * g.out_w : nullptr;
+                for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+                  float v = src[ow];
+                  if (has_bias) v += bias;
+                  if (r != nullptr) v += r[ow];
+                  dst[ow] = fn(v);
+                }
+              }
+            }
+          });
+        });
+  }
+}
+
+}  // namespace cgr::cpu

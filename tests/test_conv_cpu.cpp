@@ -210,6 +210,15 @@ std::vector<ConvCase> conv_cases() {
   dw_asym.pad_left = 3;
   dw_asym.pad_right = 1;
   cases.push_back({"depthwise asymmetric padding", finish(dw_asym)});
+  // One group, B read in place (conv_direct_cpu.cpp): wide enough that the flat run's junk
+  // columns cost at most 10% more column strips, or it falls back to im2col.
+  cases.push_back({"direct 3x3", finish(make_geometry(1, 8, 20, 70, 16, 3, 3, 1, 1))});
+  cases.push_back({"direct stride 2 phases", finish(make_geometry(1, 6, 31, 101, 10, 3, 3, 2, 1))});
+  cases.push_back({"direct dilation 2", finish(make_geometry(1, 5, 18, 90, 7, 3, 3, 1, 2, 2))});
+  cases.push_back({"direct 7x7 stride 2", finish(make_geometry(1, 3, 40, 96, 8, 7, 7, 2, 3))});
+  cases.push_back({"direct batch 2", finish(make_geometry(2, 7, 9, 100, 11, 3, 3, 1, 1))});
+  cases.push_back({"direct big weights", finish(make_geometry(1, 128, 8, 64, 300, 3, 3, 1, 1))});
+  cases.push_back({"direct 1x1 partial strip", finish(make_geometry(1, 9, 10, 7, 13, 1, 1, 1, 0))});
   cases.push_back({"batch 2", finish(make_geometry(2, 7, 8, 9, 11, 3, 3, 1, 1))});
   cases.push_back({"batch 2 groups 3", finish(make_geometry(2, 9, 7, 8, 12, 3, 3, 2, 1, 1, 3))});
   cases.push_back({"1x1 output", finish(make_geometry(1, 20, 3, 3, 14, 3, 3, 1, 0))});
@@ -268,13 +277,17 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
   // A: the fused path (many column strips). B: one strip and a long K: weights over 1 MiB,
   // so im2col first and the GEMM split over row blocks. C: groups and batch. D: weights over
   // 1 MiB with several column strips (a late ResNet layer, 7x7 output), unfused, and a
-  // partial last row block. E: the same per group, with batch 2. F, G: depthwise.
+  // partial last row block. E: the same per group, with batch 2. F, G: depthwise. H, I: direct.
   std::vector<ConvGeometry> shapes = {
       finish(make_geometry(1, 32, 28, 28, 48, 3, 3, 1, 1)),
       finish(make_geometry(1, 256, 4, 4, 512, 3, 3, 1, 1)),
       finish(make_geometry(2, 16, 19, 17, 24, 3, 3, 1, 1, 1, 2)),
       finish(make_geometry(1, 128, 7, 7, 300, 3, 3, 1, 1)),
       finish(make_geometry(2, 512, 6, 6, 272, 3, 3, 1, 1, 1, 2)),
+      // H, I: B read in place, split by column strips (stride 2, phases) and by row blocks
+      // (weights over 1 MiB).
+      finish(make_geometry(1, 24, 40, 90, 40, 3, 3, 2, 1)),
+      finish(make_geometry(1, 128, 8, 64, 300, 3, 3, 1, 1)),
       // F, G: depthwise, flat (stride 1) and by rows (stride 2), tasks of a few planes each.
       finish(make_geometry(1, 96, 28, 28, 96, 3, 3, 1, 1, 1, 96)),
       finish(make_geometry(2, 64, 30, 31, 64, 3, 3, 2, 1, 1, 64)),

@@ -8,58 +8,109 @@
 #include "cgr/layers/element_math.hpp"
 #include "cgr/thread_pool.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#define CGR_POOL_X86 1
+#include <immintrin.h>
+#endif
+
 namespace cgr::cpu {
 namespace {
 
 // Outputs per task, at least: planes of a few thousand elements each.
 constexpr std::size_t kTaskOutputs = 1 << 14;
+// Floats of slack after the phases: a vector block may read up to 64 past the last output.
+constexpr std::int64_t kSlack = 64;
 
-struct MaxStep {
-  float operator()(float acc, float x) const { return math::nan_max(acc, x); }
-};
-struct SumStep {
-  float operator()(float acc, float x) const { return acc + x; }
-};
-
-// Taps k in [begin, end) of a window starting at `start` (dilation d) that land inside
-// [0, size).
-std::pair<std::int64_t, std::int64_t> valid_taps(std::int64_t start, std::int64_t d,
-                                                 std::int64_t kernel, std::int64_t size) {
-  // Undilated windows (nearly all) need no division.
-  if (d == 1) {
-    return {std::max<std::int64_t>(0, -start), std::clamp<std::int64_t>(size - start, 0, kernel)};
+// out[t] = the window's max / sum over taps for t in [0, count): plain loops, tap-major.
+void pool_flat_generic(bool max, const float* phases, const std::int64_t* offsets,
+                       std::int64_t taps, float* out, std::int64_t count) {
+  std::fill_n(out, static_cast<std::size_t>(count),
+              max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  for (std::int64_t k = 0; k < taps; ++k) {
+    const float* __restrict src = phases + offsets[k];
+    float* __restrict acc = out;
+    if (max) {
+      for (std::int64_t t = 0; t < count; ++t)
+        acc[t] = math::nan_max(acc[t], src[t]);
+    } else {
+      for (std::int64_t t = 0; t < count; ++t)
+        acc[t] = acc[t] + src[t];
+    }
   }
-  std::int64_t begin = start < 0 ? (-start + d - 1) / d : 0;
-  std::int64_t end = start + (kernel - 1) * d < size ? kernel : (size - start + d - 1) / d;
-  if (end < begin) end = begin;
-  return {begin, end};
 }
 
-// acc[i] = step(acc[i], src[i]) over [0, n): the loop every path runs, kept simple so it
-// vectorises.
-template <typename Step>
-void combine(float* __restrict acc, const float* __restrict src, std::int64_t n, Step step) {
-  for (std::int64_t i = 0; i < n; ++i)
-    acc[i] = step(acc[i], src[i]);
+#if defined(CGR_POOL_X86)
+// nan_max per lane: the candidate wins when greater or NaN.
+__attribute__((target("avx512f"), always_inline)) inline __m512 max_step(__m512 acc, __m512 x) {
+  const __mmask16 take =
+      _mm512_cmp_ps_mask(x, acc, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_mov_ps(acc, take, x);
 }
+
+template <bool Max, int V>
+__attribute__((target("avx512f"), always_inline)) inline void pool_block_avx512(
+    const float* phases, const std::int64_t* offsets, std::int64_t taps, float* out,
+    std::int64_t t0, std::int64_t count) {
+  __m512 acc[V];
+  for (int v = 0; v < V; ++v)
+    acc[v] = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  for (std::int64_t k = 0; k < taps; ++k) {
+    const float* src = phases + offsets[k] + t0;
+    for (int v = 0; v < V; ++v) {
+      const __m512 x = _mm512_loadu_ps(src + 16 * v);
+      acc[v] = Max ? max_step(acc[v], x) : _mm512_add_ps(acc[v], x);
+    }
+  }
+  for (int v = 0; v < V - 1; ++v)
+    _mm512_storeu_ps(out + t0 + 16 * v, acc[v]);
+  const std::int64_t last = t0 + 16 * (V - 1);
+  const std::int64_t rest = std::min<std::int64_t>(16, count - last);
+  _mm512_mask_storeu_ps(out + last, static_cast<__mmask16>((1u << rest) - 1u), acc[V - 1]);
+}
+
+template <bool Max>
+__attribute__((target("avx512f"))) void pool_flat_avx512(const float* phases,
+                                                         const std::int64_t* offsets,
+                                                         std::int64_t taps, float* out,
+                                                         std::int64_t count) {
+  std::int64_t t0 = 0;
+  for (; t0 + 64 <= count; t0 += 64)
+    pool_block_avx512<Max, 4>(phases, offsets, taps, out, t0, count);
+  const std::int64_t vectors = (count - t0 + 15) / 16;  // 0 to 4
+  if (vectors == 4) pool_block_avx512<Max, 4>(phases, offsets, taps, out, t0, count);
+  if (vectors == 3) pool_block_avx512<Max, 3>(phases, offsets, taps, out, t0, count);
+  if (vectors == 2) pool_block_avx512<Max, 2>(phases, offsets, taps, out, t0, count);
+  if (vectors == 1) pool_block_avx512<Max, 1>(phases, offsets, taps, out, t0, count);
+}
+#endif
 
 }  // namespace
 
 PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
     : g_(geometry), kind_(kind) {
   const Pool2dGeometry& g = g_;
-  flat_ = g.stride_h == 1 && g.stride_w == 1;
-  if (flat_) {
-    // Wide and tall enough for every window, ceil mode's past the end padding included.
-    padded_w_ =
-        std::max(g.pad_left + g.in_w + g.pad_right, g.out_w + (g.kernel_w - 1) * g.dilation_w);
-    padded_h_ =
-        std::max(g.pad_top + g.in_h + g.pad_bottom, g.out_h + (g.kernel_h - 1) * g.dilation_h);
+  // Tall and wide enough for every window, ceil mode's past-the-end padding included.
+  const std::int64_t padded_h =
+      std::max(g.pad_top + g.in_h + g.pad_bottom,
+               (g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1);
+  const std::int64_t padded_w =
+      std::max(g.pad_left + g.in_w + g.pad_right,
+               (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1);
+  phase_h_ = (padded_h + g.stride_h - 1) / g.stride_h;
+  phase_w_ = (padded_w + g.stride_w - 1) / g.stride_w;
+  flat_count_ = std::max<std::int64_t>(0, (g.out_h - 1) * phase_w_ + g.out_w);
+  scratch_floats_ = g.stride_h * g.stride_w * phase_h_ * phase_w_ + kSlack + g.out_h * phase_w_;
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const std::int64_t r = kh * g.dilation_h, q = kw * g.dilation_w;
+      const std::int64_t phase = (r % g.stride_h) * g.stride_w + q % g.stride_w;
+      tap_offsets_.push_back((phase * phase_h_ + r / g.stride_h) * phase_w_ + q / g.stride_w);
+    }
   }
   if (kind_ == PoolKind::average) {
     auto lengths = [&](std::int64_t out, std::int64_t in, std::int64_t kernel, std::int64_t stride,
                        std::int64_t pad_begin, std::int64_t pad_end) {
-      std::vector<std::int64_t> result(static_cast<std::size_t>(out));
+      std::vector<std::int64_t> result(static_cast<std::size_t>(std::max<std::int64_t>(out, 0)));
       for (std::int64_t o = 0; o < out; ++o) {
         const math::WindowAxis w =
             math::pool_window_axis(o, in, kernel, stride, pad_begin, pad_end);
@@ -71,105 +122,87 @@ PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
     divisor_h_ = lengths(g.out_h, g.in_h, g.kernel_h, g.stride_h, g.pad_top, g.pad_bottom);
     divisor_w_ = lengths(g.out_w, g.in_w, g.kernel_w, g.stride_w, g.pad_left, g.pad_right);
   }
+#if defined(CGR_POOL_X86)
+  __builtin_cpu_init();
+  avx512_ = __builtin_cpu_supports("avx512f");
+#endif
 }
 
 void PoolKernelCpu::run(const float* x, float* y, ThreadPool& pool) const {
   const Pool2dGeometry& g = g_;
   if (g.planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
-  const std::size_t plane_outputs =
-      static_cast<std::size_t>(std::max<std::int64_t>(1, g.out_h * g.out_w));
+  const auto plane_outputs = static_cast<std::size_t>(g.out_h * g.out_w);
   const std::size_t grain = std::max<std::size_t>(1, kTaskOutputs / plane_outputs);
-  pool.parallel_for(
-      static_cast<std::size_t>(g.planes), grain, [&](std::size_t begin, std::size_t end) {
-        std::vector<float> scratch;
-        if (flat_) {
-          // The padded plane, then the flat output; padding cells keep the neutral value.
-          const float neutral =
-              kind_ == PoolKind::max ? -std::numeric_limits<float>::infinity() : 0.0f;
-          const auto padded = static_cast<std::size_t>(padded_h_ * padded_w_);
-      scratch = std::vector<float>(padded + static_cast<std::size_t>(g.out_h * padded_w_), neutral);
-        }
-        for (std::size_t plane = begin; plane < end; ++plane) {
-          const float* xp = x + plane * static_cast<std::size_t>(g.in_h * g.in_w);
-          float* yp = y + plane * static_cast<std::size_t>(g.out_h * g.out_w);
-          if (flat_) {
-            plane_flat(xp, yp, scratch.data());
-          } else {
-            plane_rows(xp, yp);
-          }
-        }
-      });
+  pool.parallel_for(static_cast<std::size_t>(g.planes), grain,
+                    [&](std::size_t begin, std::size_t end) {
+                      // The phases, their slack and the flat result; one allocation per task.
+                      // Padding cells keep the neutral value for every plane.
+                      std::vector<float> scratch(
+                          static_cast<std::size_t>(scratch_floats_),
+                          kind_ == PoolKind::max ? -std::numeric_limits<float>::infinity() : 0.0f);
+                      for (std::size_t p = begin; p < end; ++p) {
+                        plane(x + p * static_cast<std::size_t>(g.in_h * g.in_w),
+                              y + p * plane_outputs, scratch.data());
+                      }
+                    });
 }
 
-void PoolKernelCpu::plane_flat(const float* x, float* y, float* scratch) const {
+void PoolKernelCpu::plane(const float* x, float* y, float* scratch) const {
   const Pool2dGeometry& g = g_;
-  float* padded = scratch;
-  float* flat = scratch + padded_h_ * padded_w_;
-  for (std::int64_t ih = 0; ih < g.in_h; ++ih) {
-    std::memcpy(padded + (g.pad_top + ih) * padded_w_ + g.pad_left, x + ih * g.in_w,
-                static_cast<std::size_t>(g.in_w) * sizeof(float));
-  }
-  const std::int64_t count = (g.out_h - 1) * padded_w_ + g.out_w;
   const bool max = kind_ == PoolKind::max;
-  std::fill_n(flat, static_cast<std::size_t>(count),
-              max ? -std::numeric_limits<float>::infinity() : 0.0f);
-  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      const float* src = padded + kh * g.dilation_h * padded_w_ + kw * g.dilation_w;
-      if (max) {
-        combine(flat, src, count, MaxStep{});
+  const std::int64_t phase_plane = phase_h_ * phase_w_;
+  const std::int64_t phases = g.stride_h * g.stride_w;
+  // Phase (py, px) row i, column j is the padded plane's (i * sh + py, j * sw + px). The
+  // padding cells are the same in every plane and hold the neutral value from run() on; only
+  // the input's cells are copied here (short rows: plain loops, not a call per row).
+  for (std::int64_t phase = 0; phase < phases; ++phase) {
+    const std::int64_t py = phase / g.stride_w, px = phase % g.stride_w;
+    float* dst = scratch + phase * phase_plane;
+    const std::int64_t x0 = px - g.pad_left;  // input column of phase column 0
+    const std::int64_t j0 =
+        std::clamp<std::int64_t>(x0 >= 0 ? 0 : (-x0 + g.stride_w - 1) / g.stride_w, 0, phase_w_);
+    const std::int64_t j1 = std::clamp<std::int64_t>(
+        g.in_w - x0 <= 0 ? 0 : (g.in_w - x0 + g.stride_w - 1) / g.stride_w, j0, phase_w_);
+    for (std::int64_t i = 0; i < phase_h_; ++i) {
+      const std::int64_t yy = i * g.stride_h + py - g.pad_top;
+      if (yy < 0 || yy >= g.in_h) continue;
+      float* __restrict row = dst + i * phase_w_;
+      const float* __restrict in_row = x + yy * g.in_w;  // column j * sw + x0 >= 0 from j0 on
+      if (g.stride_w == 1) {
+        for (std::int64_t j = j0; j < j1; ++j)
+          row[j] = in_row[j + x0];
       } else {
-        combine(flat, src, count, SumStep{});
+        for (std::int64_t j = j0; j < j1; ++j)
+          row[j] = in_row[j * g.stride_w + x0];
       }
     }
   }
+  float* flat = scratch + phases * phase_plane + kSlack;
+  const auto taps = static_cast<std::int64_t>(tap_offsets_.size());
+#if defined(CGR_POOL_X86)
+  if (avx512_) {
+    if (max) {
+      pool_flat_avx512<true>(scratch, tap_offsets_.data(), taps, flat, flat_count_);
+    } else {
+      pool_flat_avx512<false>(scratch, tap_offsets_.data(), taps, flat, flat_count_);
+    }
+  } else {
+    pool_flat_generic(max, scratch, tap_offsets_.data(), taps, flat, flat_count_);
+  }
+#else
+  pool_flat_generic(max, scratch, tap_offsets_.data(), taps, flat, flat_count_);
+#endif
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-    const float* row = flat + oh * padded_w_;
+    const float* row = flat + oh * phase_w_;
     float* out = y + oh * g.out_w;
     if (max) {
-      std::copy_n(row, g.out_w, out);
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow)
+        out[ow] = row[ow];
       continue;
     }
     const std::int64_t dh = divisor_h_[static_cast<std::size_t>(oh)];
     for (std::int64_t ow = 0; ow < g.out_w; ++ow)
       out[ow] = row[ow] / static_cast<float>(dh * divisor_w_[static_cast<std::size_t>(ow)]);
-  }
-}
-
-void PoolKernelCpu::plane_rows(const float* x, float* y) const {
-  const Pool2dGeometry& g = g_;
-  const bool max = kind_ == PoolKind::max;
-  const std::int64_t sw = g.stride_w;
-  for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-    const std::int64_t h0 = oh * g.stride_h - g.pad_top;
-    const auto [kh_begin, kh_end] = valid_taps(h0, g.dilation_h, g.kernel_h, g.in_h);
-    float* out = y + oh * g.out_w;
-    std::fill_n(out, static_cast<std::size_t>(g.out_w),
-                max ? -std::numeric_limits<float>::infinity() : 0.0f);
-    // Tap-major, output-minor: the inner loop runs along the row with a fixed tap; each output
-    // still sees its taps in (kh, kw) order.
-    for (std::int64_t kh = kh_begin; kh < kh_end; ++kh) {
-      const float* row = x + (h0 + kh * g.dilation_h) * g.in_w;
-      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        const std::int64_t offset = kw * g.dilation_w - g.pad_left;
-        // Outputs whose tap kw lands inside the row: 0 <= ow * stride + offset < in_w.
-        const std::int64_t first = offset >= 0 ? 0 : (-offset + sw - 1) / sw;
-        const std::int64_t last =
-            std::min(g.out_w, g.in_w - offset <= 0 ? 0 : (g.in_w - offset + sw - 1) / sw);
-        if (max) {
-          for (std::int64_t ow = first; ow < last; ++ow)
-            out[ow] = math::nan_max(out[ow], row[ow * sw + offset]);
-        } else {
-          for (std::int64_t ow = first; ow < last; ++ow)
-            out[ow] += row[ow * sw + offset];
-        }
-      }
-    }
-    if (!max) {
-      const std::int64_t dh = divisor_h_[static_cast<std::size_t>(oh)];
-      for (std::int64_t ow = 0; ow < g.out_w; ++ow)
-        out[ow] = out[ow] / static_cast<float>(dh * divisor_w_[static_cast<std::size_t>(ow)]);
-    }
   }
 }
 

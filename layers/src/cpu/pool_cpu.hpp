@@ -5,11 +5,14 @@
 // bit, as visiting only the taps inside the image: max pooling pads with -inf (nan_max(a,
 // -inf) == a), average pooling with +0 (a sum that starts at +0 is never -0, so adding +0
 // leaves it unchanged), and the divisor counts what count_include_pad says.
-// Stride 1 (Inception's 3x3 average pools, GoogLeNet's 3x3 max pools): the plane is copied into
-// a padded plane of row width Wp and pooled as one flat run, output t = oh * Wp + ow reading
-// t + kh * Wp + kw, the Wp - out_w columns between rows computed and dropped; the loops are
-// long and contiguous, so they vectorise even on 7x7 or 14x14 planes. Other strides: row by
-// row, tap-major (each tap's valid output range hoisted out of the inner loop).
+//
+// The plane is copied once into a padded plane split into stride_h x stride_w phases (phase
+// (py, px) holds padded rows py, py + stride_h, ... and columns px, px + stride_w, ...; at
+// stride 1 the one phase is the padded plane), of row width Wq. Tap (kh, kw) of output
+// t = oh * Wq + ow then reads phase ((kh * dh) % sh, (kw * dw) % sw) at t plus a fixed shift,
+// so the whole plane is pooled as one flat run of contiguous loads (the Wq - out_w columns
+// between rows are computed and dropped): GoogLeNet's 14x14 and 7x7 planes fill whole
+// vectors, and with AVX-512 four registers hold 64 outputs over all taps.
 #pragma once
 
 #include <cstdint>
@@ -32,15 +35,17 @@ class PoolKernelCpu {
   void run(const float* x, float* y, ThreadPool& pool) const;
 
  private:
-  void plane_flat(const float* x, float* y, float* scratch) const;
-  void plane_rows(const float* x, float* y) const;
+  void plane(const float* x, float* y, float* scratch) const;
 
   Pool2dGeometry g_;
   PoolKind kind_;
-  bool flat_ = false;
-  std::int64_t padded_w_ = 0, padded_h_ = 0;
+  std::int64_t phase_h_ = 0, phase_w_ = 0;  // one phase's rows and row width
+  std::int64_t flat_count_ = 0;             // (out_h - 1) * phase_w_ + out_w
+  std::int64_t scratch_floats_ = 0;         // phases, slack, then the flat result
+  std::vector<std::int64_t> tap_offsets_;   // kernel_h x kernel_w, into the phases
   // Average: per output row and column, the window's length that the divisor counts.
   std::vector<std::int64_t> divisor_h_, divisor_w_;
+  bool avx512_ = false;
 };
 
 }  // namespace cgr::cpu

@@ -1,22 +1,20 @@
 // See depthwise_conv_cpu.hpp.
 //
-// The arithmetic reads zero-padded copies of the input, so every output element is the same
-// chain of fma over (kh, kw) in order, padding terms included (adding w * 0 leaves a sum
-// unchanged), with no bounds checks in the inner loop:
-// - stride 1: the whole plane is copied into a padded plane of row width Wp, and the output is
-//   computed as one flat run, element t = oh * Wp + ow reading padded element t + kh * Wp + kw
-//   (the Wp - out_w columns between rows are computed and dropped). Small planes (MobileNet's
-//   7x7 and 14x14) then fill whole vectors instead of one short vector per row.
-// - other strides: row by row, from a ring of the kernel's span of padded rows (each input row
-//   copied once) and a shared zero row for the rows above and below the image.
-// With AVX-512 four registers hold 64 output columns (four independent fma chains hide the
-// latency; stride 2: two loads and a permute; other strides: a gather), with AVX2 + FMA 32
-// columns, the same chains, so the same bits; the baseline loop is scalar, without fma. The
-// epilogue (bias, residual, activation) runs over each finished row.
+// The arithmetic reads a zero-padded copy of the input plane, so every output element is the
+// same chain of fma over (kh, kw) in order, padding terms included (adding w * 0 leaves a sum
+// unchanged), with no bounds checks in the inner loop. The copy is split into stride_h x
+// stride_w phases (phase (py, px) holds padded rows py, py + sh, ... and columns px, px + sw,
+// ...; at stride 1 the one phase is the padded plane) of row width Wq, so tap (kh, kw) of
+// output t = oh * Wq + ow reads one phase at t plus a fixed offset: the plane is computed as
+// one flat run of contiguous loads (the Wq - out_w columns between rows are computed and
+// dropped), and small planes (MobileNet's 7x7 and 14x14) fill whole vectors instead of one
+// short vector per row. With AVX-512 four registers hold 64 outputs (four independent fma
+// chains hide the latency), with AVX2 + FMA 32, the same chains, so the same bits; the
+// baseline loop is scalar, without fma. The epilogue (bias, residual, activation) runs over
+// the plane as it copies the valid columns out.
 #include "cpu/depthwise_conv_cpu.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <string_view>
 
@@ -36,45 +34,59 @@ constexpr std::int64_t kTaskMacs = std::int64_t{1} << 17;
 // Output columns per vector.
 constexpr std::int64_t kLanes = 16;
 
-// out[i] = sum over (kh, kw) of weight[kh][kw] * rows[kh][i * stride + kw * dilation], for i
-// in [0, count). A vector step may read up to 2 * kLanes * stride elements past the last one.
+// out[t] = sum over taps k of weight[k] * base[offsets[k] + t], for t in [0, count), taps in
+// (kh, kw) order. A vector step may read up to 2 * kLanes elements past the last one.
 struct Taps {
-  const float* const* rows;  // kernel_h padded input rows
-  const float* weight;       // kernel_h x kernel_w
-  std::int64_t kernel_h, kernel_w, stride, dilation;
+  const float* base;            // the phases
+  const std::int64_t* offsets;  // per tap, kernel_h x kernel_w
+  const float* weight;          // kernel_h x kernel_w
+  std::int64_t taps;
 };
 
-// dst[i] = fn(src[i] + bias (+ residual[i])): the GEMM's epilogue order.
+// dst[r][i] = fn(src[r][i] + bias (+ residual[r][i])) over rows x cols: the GEMM's epilogue
+// order. src rows are src_stride apart, dst and residual rows cols apart. A whole plane per
+// call: a call (and an activation switch) per 7-wide row cost as much as the arithmetic.
 template <typename Fn>
-__attribute__((always_inline)) inline void epilogue(const float* src, const float* residual,
-                                                    float* dst, std::int64_t count, float bias,
-                                                    Fn fn) {
-  if (residual != nullptr) {
-    for (std::int64_t i = 0; i < count; ++i)
-      dst[i] = fn(src[i] + bias + residual[i]);
-  } else {
-    for (std::int64_t i = 0; i < count; ++i)
-      dst[i] = fn(src[i] + bias);
+__attribute__((always_inline)) inline void epilogue(const float* src, std::int64_t src_stride,
+                                                    const float* residual, float* dst,
+                                                    std::int64_t rows, std::int64_t cols,
+                                                    float bias, Fn fn) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * src_stride;
+    float* d = dst + r * cols;
+    if (residual != nullptr) {
+      const float* res = residual + r * cols;
+      for (std::int64_t i = 0; i < cols; ++i)
+        d[i] = fn(s[i] + bias + res[i]);
+    } else {
+      for (std::int64_t i = 0; i < cols; ++i)
+        d[i] = fn(s[i] + bias);
+    }
   }
 }
 
 void taps_generic(const Taps& t, float* out, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) {
     float acc = 0.0f;
-    for (std::int64_t kh = 0; kh < t.kernel_h; ++kh) {
-      const float* row = t.rows[kh] + i * t.stride;
-      const float* w = t.weight + kh * t.kernel_w;
-      for (std::int64_t kw = 0; kw < t.kernel_w; ++kw)
-        acc += w[kw] * row[kw * t.dilation];
-    }
+    for (std::int64_t k = 0; k < t.taps; ++k)
+      acc += t.weight[k] * t.base[t.offsets[k] + i];
     out[i] = acc;
   }
 }
 
-void epilogue_generic(const float* src, const float* residual, float* dst, std::int64_t count,
-                      float bias, const math::Activation& activation) {
-  math::with_activation_fn(activation,
-                           [&](auto fn) { epilogue(src, residual, dst, count, bias, fn); });
+void epilogue_generic(const float* src, std::int64_t src_stride, const float* residual, float* dst,
+                      std::int64_t rows, std::int64_t cols, float bias,
+                      const math::Activation& activation) {
+  math::with_activation_fn(
+      activation, [&](auto fn) { epilogue(src, src_stride, residual, dst, rows, cols, bias, fn); });
+}
+
+// dst[r][0, cols) = src[r][0, cols), dst rows dst_stride apart, src rows src_stride apart.
+void copy_rows_generic(const float* src, float* dst, std::int64_t dst_stride, std::int64_t rows,
+                       std::int64_t cols, std::int64_t src_stride) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * dst_stride, src + r * src_stride,
+                static_cast<std::size_t>(cols) * sizeof(float));
 }
 
 #if defined(CGR_DEPTHWISE_X86)
@@ -83,33 +95,14 @@ void epilogue_generic(const float* src, const float* residual, float* dst, std::
 template <int V>
 __attribute__((target("avx512f"), always_inline)) inline void taps_block_avx512(
     const Taps& t, float* out, std::int64_t i0, std::int64_t count) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i lanes =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int>(t.stride)));
-  const std::int64_t step = kLanes * t.stride;  // input elements between two vectors
   __m512 acc[V];
   for (int v = 0; v < V; ++v)
     acc[v] = _mm512_setzero_ps();
-  for (std::int64_t kh = 0; kh < t.kernel_h; ++kh) {
-    const float* row = t.rows[kh] + i0 * t.stride;
-    const float* w = t.weight + kh * t.kernel_w;
-    for (std::int64_t kw = 0; kw < t.kernel_w; ++kw) {
-      const float* p = row + kw * t.dilation;
-      const __m512 weight = _mm512_set1_ps(w[kw]);
-      for (int v = 0; v < V; ++v) {
-        const float* q = p + v * step;
-        __m512 x;
-        if (t.stride == 1) {
-          x = _mm512_loadu_ps(q);
-        } else if (t.stride == 2) {
-          x = _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + kLanes));
-        } else {
-          x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, lanes, q, 4);
-        }
-        acc[v] = _mm512_fmadd_ps(weight, x, acc[v]);
-      }
-    }
+  for (std::int64_t k = 0; k < t.taps; ++k) {
+    const float* p = t.base + t.offsets[k] + i0;
+    const __m512 weight = _mm512_set1_ps(t.weight[k]);
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_fmadd_ps(weight, _mm512_loadu_ps(p + v * kLanes), acc[v]);
   }
   for (int v = 0; v < V - 1; ++v)
     _mm512_storeu_ps(out + i0 + v * kLanes, acc[v]);
@@ -138,34 +131,14 @@ __attribute__((target("avx2,fma"), always_inline)) inline void taps_block_avx2(c
                                                                                std::int64_t i0,
                                                                                std::int64_t count) {
   constexpr std::int64_t kWidth = 8;
-  const __m256i lanes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                           _mm256_set1_epi32(static_cast<int>(t.stride)));
-  const std::int64_t step = kWidth * t.stride;
   __m256 acc[V];
   for (int v = 0; v < V; ++v)
     acc[v] = _mm256_setzero_ps();
-  for (std::int64_t kh = 0; kh < t.kernel_h; ++kh) {
-    const float* row = t.rows[kh] + i0 * t.stride;
-    const float* w = t.weight + kh * t.kernel_w;
-    for (std::int64_t kw = 0; kw < t.kernel_w; ++kw) {
-      const float* p = row + kw * t.dilation;
-      const __m256 weight = _mm256_set1_ps(w[kw]);
-      for (int v = 0; v < V; ++v) {
-        const float* q = p + v * step;
-        __m256 x;
-        if (t.stride == 1) {
-          x = _mm256_loadu_ps(q);
-        } else if (t.stride == 2) {
-          // Even elements of q[0..16): per 128-bit lane, then the lanes' halves in order.
-          const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(q + kWidth),
-                                                _MM_SHUFFLE(2, 0, 2, 0));
-          x = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8));
-        } else {
-          x = _mm256_i32gather_ps(q, lanes, 4);
-        }
-        acc[v] = _mm256_fmadd_ps(weight, x, acc[v]);
-      }
-    }
+  for (std::int64_t k = 0; k < t.taps; ++k) {
+    const float* p = t.base + t.offsets[k] + i0;
+    const __m256 weight = _mm256_set1_ps(t.weight[k]);
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(p + v * kWidth), acc[v]);
   }
   alignas(32) float last[kWidth];
   for (int v = 0; v < V - 1; ++v)
@@ -187,23 +160,76 @@ __attribute__((target("avx2,fma"))) void taps_avx2(const Taps& t, float* out, st
   if (vectors == 1) taps_block_avx2<1>(t, out, i0, count);
 }
 
-__attribute__((target("avx512f"))) void epilogue_avx512(const float* src, const float* residual,
-                                                        float* dst, std::int64_t count, float bias,
+__attribute__((target("avx512f"))) void epilogue_avx512(const float* src, std::int64_t src_stride,
+                                                        const float* residual, float* dst,
+                                                        std::int64_t rows, std::int64_t cols,
+                                                        float bias,
                                                         const math::Activation& activation) {
   // Each activation spelled out: a generic lambda's body would be compiled for the baseline.
   switch (activation.kind) {
     case math::ActivationKind::none:
-      return epilogue(src, residual, dst, count, bias, math::IdentityFn{});
+      return epilogue(src, src_stride, residual, dst, rows, cols, bias, math::IdentityFn{});
     case math::ActivationKind::relu:
-      return epilogue(src, residual, dst, count, bias, math::ReluFn{});
+      return epilogue(src, src_stride, residual, dst, rows, cols, bias, math::ReluFn{});
     case math::ActivationKind::leaky_relu:
-      return epilogue(src, residual, dst, count, bias, math::LeakyReluFn{activation.alpha});
+      return epilogue(src, src_stride, residual, dst, rows, cols, bias,
+                      math::LeakyReluFn{activation.alpha});
     case math::ActivationKind::clip:
-      return epilogue(src, residual, dst, count, bias,
+      return epilogue(src, src_stride, residual, dst, rows, cols, bias,
                       math::ClipFn{activation.alpha, activation.beta});
     case math::ActivationKind::unary:
-      return epilogue(src, residual, dst, count, bias,
+      return epilogue(src, src_stride, residual, dst, rows, cols, bias,
                       math::UnaryFn{activation.unary, activation.alpha, activation.beta});
+  }
+}
+
+// copy_rows_generic with masked vector moves: short rows without a memcpy call each.
+__attribute__((target("avx512f"))) void copy_rows_avx512(const float* src, float* dst,
+                                                         std::int64_t dst_stride, std::int64_t rows,
+                                                         std::int64_t cols,
+                                                         std::int64_t src_stride) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * src_stride;
+    float* d = dst + r * dst_stride;
+    std::int64_t i = 0;
+    for (; i + kLanes <= cols; i += kLanes)
+      _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
+    if (i < cols) {
+      const auto mask = static_cast<__mmask16>((1u << (cols - i)) - 1u);
+      _mm512_mask_storeu_ps(d + i, mask, _mm512_maskz_loadu_ps(mask, s + i));
+    }
+  }
+}
+#endif
+
+#if defined(CGR_DEPTHWISE_X86)
+// Stride 2 across: input row `in` (in_w values) into the two phase rows of its parity, from
+// phase column 0: padded column x + pad_left goes to phase (x + pad_left) % 2, column
+// (x + pad_left) / 2. 32 inputs per step, split into even and odd lanes by two permutes.
+__attribute__((target("avx512f"))) void deinterleave_row_avx512(const float* in, std::int64_t in_w,
+                                                                std::int64_t pad_left,
+                                                                float* phase0, float* phase1) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  std::int64_t x = 0;
+  if (pad_left % 2 == 1) {
+    // The first input lands in phase 1; from the second on, pairs start at an even padded
+    // column.
+    if (in_w == 0) return;
+    phase1[pad_left / 2] = in[0];
+    x = 1;
+  }
+  // Inputs x, x + 1 go to phase 0 and 1 at column (x + pad_left) / 2.
+  for (; x + 32 <= in_w; x += 32) {
+    const __m512 a = _mm512_loadu_ps(in + x);
+    const __m512 b = _mm512_loadu_ps(in + x + 16);
+    const std::int64_t j = (x + pad_left) / 2;
+    _mm512_storeu_ps(phase0 + j, _mm512_permutex2var_ps(a, even, b));
+    _mm512_storeu_ps(phase1 + j, _mm512_permutex2var_ps(a, odd, b));
+  }
+  for (; x < in_w; ++x) {
+    const std::int64_t padded = x + pad_left;
+    (padded % 2 == 0 ? phase0 : phase1)[padded / 2] = in[x];
   }
 }
 #endif
@@ -214,29 +240,22 @@ DepthwiseConvCpu::DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<con
                                    std::span<const float> bias)
     : geometry_(geometry), weight_(weight.begin(), weight.end()), bias_(bias.begin(), bias.end()) {
   const Conv2dGeometry& g = geometry_;
-  const std::int64_t span = (g.kernel_h - 1) * g.dilation_h + 1;  // input rows per output row
-  const std::int64_t reach =
-      (g.kernel_w - 1) * g.dilation_w;  // padded columns past ow*s
-                                        // Elements a vector step may read past its last output's
-                                        // first tap: the rest of its vector
-  // and, at stride 2, the second load.
-  const std::int64_t overread = 2 * kLanes * g.stride_w;
-  flat_ = g.stride_h == 1 && g.stride_w == 1;
-  if (flat_) {
-    padded_w_ = g.pad_left + g.in_w + g.pad_right;
-    const std::int64_t padded_h = g.pad_top + g.in_h + g.pad_bottom;
-    const std::int64_t count = (g.out_h - 1) * padded_w_ + g.out_w;
-    plane_floats_ =
-        std::max(padded_h * padded_w_, count + (span - 1) * padded_w_ + reach + overread);
-    scratch_floats_ = plane_floats_ + count;
-  } else {
-    // A power of two, so the slot of row ih is ih & (ring_rows_ - 1) (a division per row
-    // costs as much as the arithmetic of a small row).
-    ring_rows_ = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(span)));
-    padded_w_ = gemm::round_up(
-        std::max((g.out_w - 1) * g.stride_w + reach + 1 + overread, g.pad_left + g.in_w), kLanes);
-    scratch_floats_ = (ring_rows_ + 1) * padded_w_;  // the ring, then the zero row
+  phase_h_ = gemm::ceil_div(g.pad_top + g.in_h + g.pad_bottom, g.stride_h);
+  phase_w_ = gemm::ceil_div(g.pad_left + g.in_w + g.pad_right, g.stride_w);
+  flat_count_ = (g.out_h - 1) * phase_w_ + g.out_w;
+  const std::int64_t phase_plane = phase_h_ * phase_w_;
+  // Tap (kh, kw) at padded (oh * sh + r, ow * sw + q) is phase (r % sh, q % sw) at
+  // (oh + r / sh, ow + q / sw); every such read of an output that exists lies in its phase.
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const std::int64_t r = kh * g.dilation_h, q = kw * g.dilation_w;
+      const std::int64_t phase = (r % g.stride_h) * g.stride_w + q % g.stride_w;
+      tap_offsets_.push_back(phase * phase_plane + (r / g.stride_h) * phase_w_ + q / g.stride_w);
+    }
   }
+  // The phases, then slack for a vector's reads past the last output, then the flat result.
+  phases_floats_ = g.stride_h * g.stride_w * phase_plane + 2 * kLanes;
+  scratch_floats_ = phases_floats_ + flat_count_ + kLanes;
 #if defined(CGR_DEPTHWISE_X86)
   // AVX-512 when the GEMM runs it too, so the tests' kernel override (gemm.hpp) also picks the
   // baseline loop here.
@@ -256,9 +275,11 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
   const std::int64_t in_plane = g.in_h * g.in_w;
   if (planes == 0 || out_plane == 0) return;
   const std::int64_t multiplier = g.out_channels / g.in_channels;
-  const std::int64_t taps_per_output = g.kernel_h * g.kernel_w;
+  const auto taps_per_output = static_cast<std::int64_t>(tap_offsets_.size());
   const std::int64_t grain =
       std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, out_plane * taps_per_output));
+  const std::int64_t phase_plane = phase_h_ * phase_w_;
+  const std::int64_t phases = g.stride_h * g.stride_w;
   auto compute = [&](const Taps& t, float* out, std::int64_t count) {
 #if defined(CGR_DEPTHWISE_X86)
     if (avx512_) return taps_avx512(t, out, count);
@@ -268,65 +289,80 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
   };
   auto finish = [&](const float* src, const float* res, float* dst, float bias) {
 #if defined(CGR_DEPTHWISE_X86)
-    if (avx512_) return epilogue_avx512(src, res, dst, g.out_w, bias, activation);
+    if (avx512_) {
+      return epilogue_avx512(src, phase_w_, res, dst, g.out_h, g.out_w, bias, activation);
+    }
 #endif
-    epilogue_generic(src, res, dst, g.out_w, bias, activation);
+    epilogue_generic(src, phase_w_, res, dst, g.out_h, g.out_w, bias, activation);
   };
 
   gemm::parallel_range(pool, planes, grain, [&](std::int64_t begin, std::int64_t end) {
-    // The task's padded input (and flat output) scratch; one allocation per task, which
-    // carries tens of microseconds of work at least. Padding cells stay zero throughout.
+    // The task's phases and flat result; one allocation per task, which carries tens of
+    // microseconds of work at least. Padding cells are the same for every plane and stay zero;
+    // each plane writes only the input's cells.
     std::vector<float> scratch(static_cast<std::size_t>(scratch_floats_), 0.0f);
-    std::vector<const float*> rows(static_cast<std::size_t>(g.kernel_h));
-    Taps taps{rows.data(), nullptr, g.kernel_h, g.kernel_w, g.stride_w, g.dilation_w};
+    float* const flat_out = scratch.data() + phases_floats_;
+    const Taps taps_base{scratch.data(), tap_offsets_.data(), nullptr, taps_per_output};
     for (std::int64_t plane = begin; plane < end; ++plane) {
       const std::int64_t n = plane / g.out_channels;
       const std::int64_t oc = plane % g.out_channels;
       const float* in = input + (n * g.in_channels + oc / multiplier) * in_plane;
-      const float bias = bias_.empty() ? 0.0f : bias_[static_cast<std::size_t>(oc)];
-      const float* res = residual != nullptr ? residual + plane * out_plane : nullptr;
-      float* out = output + plane * out_plane;
+      for (std::int64_t phase = 0; phase < phases; ++phase) {
+        const std::int64_t py = phase / g.stride_w, px = phase % g.stride_w;
+        float* dst = scratch.data() + phase * phase_plane;
+        const std::int64_t x0 = px - g.pad_left;  // input column of phase column 0
+        const std::int64_t j0 = std::clamp<std::int64_t>(
+            x0 >= 0 ? 0 : (-x0 + g.stride_w - 1) / g.stride_w, 0, phase_w_);
+        const std::int64_t j1 = std::clamp<std::int64_t>(
+            g.in_w - x0 <= 0 ? 0 : (g.in_w - x0 + g.stride_w - 1) / g.stride_w, j0, phase_w_);
+        // Phase rows i whose input row i * sh + py - pad_top is inside the plane.
+        const std::int64_t y0 = py - g.pad_top;
+        const std::int64_t i0 = std::clamp<std::int64_t>(
+            y0 >= 0 ? 0 : (-y0 + g.stride_h - 1) / g.stride_h, 0, phase_h_);
+        const std::int64_t i1 = std::clamp<std::int64_t>(
+            g.in_h - y0 <= 0 ? 0 : (g.in_h - y0 + g.stride_h - 1) / g.stride_h, i0, phase_h_);
+        if (g.stride_w == 1 && g.stride_h == 1) {
+          // One phase, the padded plane: whole rows at once.
+          if (i1 > i0 && j1 > j0) {
+#if defined(CGR_DEPTHWISE_X86)
+            if (avx512_) {
+              copy_rows_avx512(in + (i0 + y0) * g.in_w + (j0 + x0), dst + i0 * phase_w_ + j0,
+                               phase_w_, i1 - i0, j1 - j0, g.in_w);
+            } else {
+              copy_rows_generic(in + (i0 + y0) * g.in_w + (j0 + x0), dst + i0 * phase_w_ + j0,
+                                phase_w_, i1 - i0, j1 - j0, g.in_w);
+            }
+#else
+            copy_rows_generic(in + (i0 + y0) * g.in_w + (j0 + x0), dst + i0 * phase_w_ + j0,
+                              phase_w_, i1 - i0, j1 - j0, g.in_w);
+#endif
+          }
+          continue;
+        }
+#if defined(CGR_DEPTHWISE_X86)
+        if (avx512_ && g.stride_w == 2) {
+          // Both column phases of this row phase from one pass over each input row.
+          if (px == 1) continue;
+          for (std::int64_t i = i0; i < i1; ++i) {
+            deinterleave_row_avx512(in + (i * g.stride_h + y0) * g.in_w, g.in_w, g.pad_left,
+                                    dst + i * phase_w_, dst + phase_plane + i * phase_w_);
+          }
+          continue;
+        }
+#endif
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const float* in_row = in + (i * g.stride_h + y0) * g.in_w;
+          float* row = dst + i * phase_w_;
+          for (std::int64_t j = j0; j < j1; ++j)
+            row[j] = in_row[j * g.stride_w + x0];
+        }
+      }
+      Taps taps = taps_base;
       taps.weight = weight_.data() + oc * taps_per_output;
-
-      if (flat_) {
-        float* padded = scratch.data();
-        float* flat_out = padded + plane_floats_;
-        for (std::int64_t ih = 0; ih < g.in_h; ++ih) {
-          std::memcpy(padded + (g.pad_top + ih) * padded_w_ + g.pad_left, in + ih * g.in_w,
-                      static_cast<std::size_t>(g.in_w) * sizeof(float));
-        }
-        for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
-          rows[static_cast<std::size_t>(kh)] = padded + kh * g.dilation_h * padded_w_;
-        compute(taps, flat_out, (g.out_h - 1) * padded_w_ + g.out_w);
-        for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-          finish(flat_out + oh * padded_w_, res != nullptr ? res + oh * g.out_w : nullptr,
-                 out + oh * g.out_w, bias);
-        }
-        continue;
-      }
-
-      const std::int64_t ring_mask = ring_rows_ - 1;
-      const float* zero_row = scratch.data() + ring_rows_ * padded_w_;
-      std::int64_t loaded_end = 0;  // input rows [0, loaded_end) have been copied to the ring
-      for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-        const std::int64_t ih0 = oh * g.stride_h - g.pad_top;
-        // Copy the rows of this output row's span not in the ring yet (rows arrive in order;
-        // rows a stride skips are never copied).
-        const std::int64_t span_end = std::min(g.in_h, ih0 + (g.kernel_h - 1) * g.dilation_h + 1);
-        for (std::int64_t ih = std::max({loaded_end, ih0, std::int64_t{0}}); ih < span_end; ++ih) {
-          std::memcpy(scratch.data() + (ih & ring_mask) * padded_w_ + g.pad_left, in + ih * g.in_w,
-                      static_cast<std::size_t>(g.in_w) * sizeof(float));
-        }
-        loaded_end = std::max(loaded_end, span_end);
-        for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-          const std::int64_t ih = ih0 + kh * g.dilation_h;
-          rows[static_cast<std::size_t>(kh)] =
-              ih < 0 || ih >= g.in_h ? zero_row : scratch.data() + (ih & ring_mask) * padded_w_;
-        }
-        float* out_row = out + oh * g.out_w;
-        compute(taps, out_row, g.out_w);
-        finish(out_row, res != nullptr ? res + oh * g.out_w : nullptr, out_row, bias);
-      }
+      compute(taps, flat_out, flat_count_);
+      finish(flat_out, residual != nullptr ? residual + plane * out_plane : nullptr,
+             output + plane * out_plane,
+             bias_.empty() ? 0.0f : bias_[static_cast<std::size_t>(oc)]);
     }
   });
 }

@@ -38,12 +38,12 @@ class DepthwiseConvCpu {
   Conv2dGeometry geometry_;
   std::vector<float> weight_;  // out_channels x kernel_h x kernel_w
   std::vector<float> bias_;    // out_channels, or empty
-  // Stride 1: the plane is computed as one flat run over a padded copy (the .cpp says how).
-  bool flat_ = false;
-  std::int64_t padded_w_ = 0;        // floats per padded row
-  std::int64_t plane_floats_ = 0;    // flat: the padded plane, with room for the last reads
-  std::int64_t ring_rows_ = 0;       // otherwise: padded rows kept (a power of two)
-  std::int64_t scratch_floats_ = 0;  // per task: flat, plane + flat output; else ring + zero row
+  // The padded plane split into stride phases, computed as one flat run (the .cpp says how).
+  std::int64_t phase_h_ = 0, phase_w_ = 0;  // one phase's rows and row width
+  std::int64_t flat_count_ = 0;             // (out_h - 1) * phase_w_ + out_w
+  std::int64_t phases_floats_ = 0;          // the phases and their slack
+  std::int64_t scratch_floats_ = 0;         // per task: phases_floats_ + the flat result
+  std::vector<std::int64_t> tap_offsets_;   // kernel_h x kernel_w, into the phases
   bool avx512_ = false;
   bool avx2_ = false;  // AVX2 + FMA
 };

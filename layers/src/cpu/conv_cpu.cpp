@@ -36,17 +36,11 @@
 namespace cgr::cpu {
 namespace {
 
-// Multiply-adds one task should at least carry: ~20-40 us of work against a few us of pool
-// overhead per task.
-constexpr std::int64_t kTaskMacs = std::int64_t{1} << 20;
 // Floats of im2col output one task should at least write when im2col runs on its own.
 constexpr std::int64_t kTaskIm2colFloats = std::int64_t{1} << 16;
 // Bytes of B panel (K x strips x nr) one fused step im2cols before multiplying: well inside
 // L2 next to the A block, so the GEMM reads what im2col just wrote from cache.
 constexpr std::int64_t kPanelBlockBytes = std::int64_t{192} << 10;
-// Weights (one group's, packed) up to this size stay in L2 while the fused path re-reads
-// them: about half of a typical L2.
-constexpr std::int64_t kFusedWeightBytes = std::int64_t{1} << 20;
 // An im2col panel up to this size stays in L3 while the unfused path re-reads it.
 constexpr std::int64_t kUnfusedPanelBytes = std::int64_t{4} << 20;
 
@@ -327,6 +321,27 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
 #endif
 }
 
+ConvKernelCpu::TaskSplit ConvKernelCpu::split_tasks(std::int64_t groups, std::int64_t strips,
+                                                    bool by_columns, std::int64_t threads) const {
+  const std::int64_t mr = kernel_->mr;
+  const std::int64_t nr = kernel_->nr;
+  const std::int64_t m_strips = m_padded_ / mr;
+  // By row blocks: all row strips per task unless that leaves threads idle and there is
+  // enough work to share. Splitting by rows (not columns) gives each thread a disjoint part
+  // of the weights, so the threads share the weight stream instead of both reading all of it.
+  std::int64_t task_m_strips = m_strips;
+  if (!by_columns && threads > 1) {
+    while (task_m_strips > 1 && groups * gemm::ceil_div(m_strips, task_m_strips) < 4 * threads &&
+           (task_m_strips / 2) * mr * group_k_ * strips * nr >= kTaskMacs) {
+      task_m_strips = gemm::ceil_div(task_m_strips, 2);
+    }
+  }
+  const std::int64_t item_macs =
+      by_columns ? m_strips * mr * group_k_ * nr : task_m_strips * mr * group_k_ * strips * nr;
+  return {task_m_strips, gemm::ceil_div(m_strips, task_m_strips),
+          std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs))};
+}
+
 std::size_t ConvKernelCpu::workspace_bytes() const {
   if (depthwise_) return 0;
   const std::int64_t nr = kernel_->nr;
@@ -416,27 +431,13 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
   // unfused, as long as the panel stays cached for its re-reads; weights that fit in L2, or
   // a panel too big for the caches, stay fused.
   const auto float_bytes = static_cast<std::int64_t>(sizeof(float));
-  const bool weights_cached = m_padded_ * group_k_ * float_bytes <= kFusedWeightBytes;
   const bool panel_cached = groups * panel * float_bytes <= kUnfusedPanelBytes;
-  const std::int64_t wanted_tasks = 4 * threads;
   const bool fused =
-      (weights_cached || !panel_cached) && (threads == 1 || groups * strips >= wanted_tasks);
-  // Unfused: row strips per task, all of them unless that leaves threads idle and there is
-  // enough work to share. Splitting by rows (not columns) gives each thread a disjoint part
-  // of the weights, so the threads share the weight stream instead of both reading all of it.
-  std::int64_t task_m_strips = m_strips;
-  if (!fused && threads > 1) {
-    while (task_m_strips > 1 && groups * gemm::ceil_div(m_strips, task_m_strips) < wanted_tasks &&
-           (task_m_strips / 2) * mr * group_k_ * strips * nr >= kTaskMacs) {
-      task_m_strips = gemm::ceil_div(task_m_strips, 2);
-    }
-  }
-  const std::int64_t m_blocks = gemm::ceil_div(m_strips, task_m_strips);
-  // Items: fused, (group, column strip) of all rows; unfused, (group, row block) of all
-  // column strips.
-  const std::int64_t item_macs =
-      fused ? m_strips * mr * group_k_ * nr : task_m_strips * mr * group_k_ * strips * nr;
-  const std::int64_t gemm_grain = std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs));
+      (weights_cached() || !panel_cached) && (threads == 1 || groups * strips >= 4 * threads);
+  const TaskSplit split = split_tasks(groups, strips, fused, threads);
+  const std::int64_t task_m_strips = split.task_m_strips;
+  const std::int64_t m_blocks = split.m_blocks;
+  const std::int64_t gemm_grain = split.grain;
 
   const std::int64_t in_image = g.in_channels * g.in_h * g.in_w;
   const std::int64_t out_image = g.out_channels * columns_;

@@ -45,6 +45,23 @@ class ConvKernelCpu {
  private:
   // Writes column strip `strip` of one group's im2col panel (group_k_ rows of nr columns).
   void im2col_strip(const float* group_input, std::int64_t strip, float* dst) const;
+  // Multiply-adds one task should at least carry: ~20-40 us of work against a few us of pool
+  // overhead per task.
+  static constexpr std::int64_t kTaskMacs = std::int64_t{1} << 20;
+  // Weights (one group's, packed) up to this size stay in L2 while tasks split by column
+  // strips re-read them: about half of a typical L2.
+  static constexpr std::int64_t kFusedWeightBytes = std::int64_t{1} << 20;
+  bool weights_cached() const {
+    return m_padded_ * group_k_ * static_cast<std::int64_t>(sizeof(float)) <= kFusedWeightBytes;
+  }
+  // How a product over `groups` x `strips` column strips is split into tasks: by column
+  // strips, each over all rows (by_columns), or by blocks of task_m_strips row strips, each
+  // over all strips; grain: items per task.
+  struct TaskSplit {
+    std::int64_t task_m_strips = 0, m_blocks = 0, grain = 0;
+  };
+  TaskSplit split_tasks(std::int64_t groups, std::int64_t strips, bool by_columns,
+                        std::int64_t threads) const;
   // One group: the GEMM reads B in place (conv_direct_cpu.cpp).
   void run_direct(const float* input, const float* residual, float* output, float* workspace,
                   const math::Activation& activation, ThreadPool* pool) const;

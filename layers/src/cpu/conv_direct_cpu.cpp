@@ -17,13 +17,6 @@
 #include "cpu/conv_cpu.hpp"
 
 namespace cgr::cpu {
-namespace {
-
-constexpr std::int64_t kTaskMacs = std::int64_t{1} << 20;
-constexpr std::int64_t kFusedWeightBytes = std::int64_t{1} << 20;
-
-}  // namespace
-
 void ConvKernelCpu::run_direct(const float* input, const float* residual, float* output,
                                float* workspace, const math::Activation& activation,
                                ThreadPool* pool) const {
@@ -41,21 +34,11 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
 
   // Tasks: column strips over all rows while the weights stay in L2; otherwise row blocks
   // over all strips, so the threads share the weight stream (conv_cpu.cpp says more).
-  const bool weights_cached =
-      m_padded_ * group_k_ * static_cast<std::int64_t>(sizeof(float)) <= kFusedWeightBytes;
-  const std::int64_t wanted_tasks = 4 * threads;
-  const bool by_columns = threads == 1 || (weights_cached && strips >= wanted_tasks);
-  std::int64_t task_m_strips = m_strips;
-  if (!by_columns) {
-    while (task_m_strips > 1 && gemm::ceil_div(m_strips, task_m_strips) < wanted_tasks &&
-           (task_m_strips / 2) * mr * group_k_ * strips * nr >= kTaskMacs) {
-      task_m_strips = gemm::ceil_div(task_m_strips, 2);
-    }
-  }
-  const std::int64_t m_blocks = gemm::ceil_div(m_strips, task_m_strips);
-  const std::int64_t item_macs =
-      by_columns ? m_strips * mr * group_k_ * nr : task_m_strips * mr * group_k_ * strips * nr;
-  const std::int64_t grain = std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, item_macs));
+  const bool by_columns = threads == 1 || (weights_cached() && strips >= 4 * threads);
+  const TaskSplit split = split_tasks(1, strips, by_columns, threads);
+  const std::int64_t task_m_strips = split.task_m_strips;
+  const std::int64_t m_blocks = split.m_blocks;
+  const std::int64_t grain = split.grain;
 
   const std::int64_t plane = g.in_h * g.in_w;
   const std::int64_t phase_plane = phase_h_ * phase_w_;

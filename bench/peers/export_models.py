@@ -30,27 +30,14 @@ except ImportError:
     sys.exit(77)
 
 
-class TwoGroup(torch.nn.Module):
-    def __init__(self, channels=32, width=32):
-        super().__init__()
-
-        def group():
-            layers = []
-            c = channels
-            for _ in range(3):
-                layers += [torch.nn.Conv2d(c, width, 3, padding=1), torch.nn.ReLU()]
-                c = width
-            return torch.nn.Sequential(*layers)
-
-        self.group1 = group()
-        self.group2 = group()
-
-    def forward(self, x):
-        return torch.cat((self.group1(x), self.group2(x)), dim=1)
+# The seed's two groups are the two-branch net's chains: torch_cpu_reference.py's TwoBranch,
+# fed 32 channels.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_cpu_reference import TwoBranch  # noqa: E402
 
 
 MODELS = {
-    "two-group": (lambda: TwoGroup(), (1, 32, 56, 56)),
+    "two-group": (lambda: TwoBranch(channels=32, width=32), (1, 32, 56, 56)),
     "resnet18": (lambda: torchvision.models.resnet18(weights=None), (1, 3, 224, 224)),
     "googlenet": (lambda: torchvision.models.googlenet(weights=None, aux_logits=False,
                                                         init_weights=True), (1, 3, 224, 224)),

@@ -274,20 +274,12 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
   }
   if (g.groups == 1) {
     // B read in place (conv_direct_cpu.cpp): rows (c, kh, kw) in the weights' order.
-    const bool unpadded_pointwise = pointwise;
-    direct_ = unpadded_pointwise ? Direct::pointwise : Direct::phases;
-    if (unpadded_pointwise) {
-      phase_h_ = g.in_h;
-      phase_w_ = g.in_w;
-      flat_columns_ = columns_;
-    } else {
-      // Phase (py, px) of the padded input holds its rows py, py + stride_h, ... and columns
-      // px, px + stride_w, ...; a window tap at padded (oh * sh + r, ow * sw + q) is phase
-      // (r % sh, q % sw) at (oh + r / sh, ow + q / sw).
-      phase_h_ = gemm::ceil_div(g.pad_top + g.in_h + g.pad_bottom, g.stride_h);
-      phase_w_ = gemm::ceil_div(g.pad_left + g.in_w + g.pad_right, g.stride_w);
-      flat_columns_ = (g.out_h - 1) * phase_w_ + g.out_w;
-    }
+    // pointwise: the input itself is the one phase, no padding (cpu/phases.hpp).
+    direct_ = pointwise ? Direct::pointwise : Direct::phases;
+    phases_ =
+        PhaseLayout::make(g.in_h, g.in_w, g.pad_top, g.pad_left, g.pad_top + g.in_h + g.pad_bottom,
+                          g.pad_left + g.in_w + g.pad_right, g.stride_h, g.stride_w);
+    flat_columns_ = (g.out_h - 1) * phases_.phase_w + g.out_w;
     // The flat run computes (phase width - out_w) junk columns per row; where that costs more
     // column strips than im2col's copy saves (~10-17% of a conv's time), as for a 1x7 conv on
     // a 17x17 map (26% junk) or a 1x3 on 8x8, im2col stays. Measured single-threaded: 1x7 on
@@ -296,18 +288,13 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     if (direct_strips * 10 > col_strips_ * 11) direct_ = Direct::none;
   }
   if (direct_ != Direct::none) {
-    const bool unpadded_pointwise = direct_ == Direct::pointwise;
+    // Row (c, kh, kw) of B: channel c's phases, at the tap's offset.
     b_offsets_.reserve(static_cast<std::size_t>(group_k_));
     for (std::int64_t c = 0; c < g.in_channels; ++c) {
       for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
         for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-          const std::int64_t r = kh * g.dilation_h, q = kw * g.dilation_w;
-          const std::int64_t phase =
-              unpadded_pointwise ? c
-                                 : (c * g.stride_h + r % g.stride_h) * g.stride_w + q % g.stride_w;
-          const std::int64_t row = unpadded_pointwise ? 0 : r / g.stride_h;
-          const std::int64_t column = unpadded_pointwise ? 0 : q / g.stride_w;
-          b_offsets_.push_back((phase * phase_h_ + row) * phase_w_ + column);
+          b_offsets_.push_back(c * phases_.floats() +
+                               phases_.tap_offset(kh * g.dilation_h, kw * g.dilation_w));
         }
       }
     }
@@ -349,9 +336,9 @@ std::size_t ConvKernelCpu::workspace_bytes() const {
   if (direct_ == Direct::phases) {
     // The phases with nr floats of slack (run_direct), then the flat result.
     const ConvGeometry& g = geometry_;
-    const std::int64_t phases =
-        gemm::round_up(g.in_channels * g.stride_h * g.stride_w * phase_h_ * phase_w_ + nr, 16);
-    return static_cast<std::size_t>(phases + g.out_channels * g.out_h * phase_w_) * sizeof(float);
+    const std::int64_t phases = gemm::round_up(g.in_channels * phases_.floats() + nr, 16);
+    return static_cast<std::size_t>(phases + g.out_channels * g.out_h * phases_.phase_w) *
+           sizeof(float);
   }
   return static_cast<std::size_t>(geometry_.groups * group_k_ * col_strips_ * kernel_->nr) *
          sizeof(float);

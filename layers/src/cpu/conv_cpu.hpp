@@ -11,6 +11,7 @@
 #include "cgr/layers/conv2d.hpp"
 #include "cpu/depthwise_conv_cpu.hpp"
 #include "cpu/gemm.hpp"
+#include "cpu/phases.hpp"
 
 namespace cgr {
 class ThreadPool;
@@ -88,13 +89,14 @@ class ConvKernelCpu {
 
   // One group: no im2col. pointwise (1x1, stride 1, unpadded): B is the input itself, row c
   // at c * H * W; phases: B is a copy of the zero-padded input split into stride_h x stride_w
-  // phases of phase_h_ x phase_w_ (at stride 1, one phase: the padded input), read as one flat
-  // run of flat_columns_ columns, element t = oh * phase_w_ + ow, row (c, kh, kw) at its
-  // b_offsets_ entry; the GEMM writes a flat result whose phase_w_ - out_w columns between
+  // phases (phases_, per channel; at stride 1, one phase: the padded input), read as one flat
+  // run of flat_columns_ columns, element t = oh * phase_w + ow, row (c, kh, kw) at its
+  // b_offsets_ entry; the GEMM writes a flat result whose phase_w - out_w columns between
   // rows are dropped when the epilogue copies it to the output.
   enum class Direct { none, pointwise, phases };
   Direct direct_ = Direct::none;
-  std::int64_t phase_h_ = 0, phase_w_ = 0, flat_columns_ = 0;
+  PhaseLayout phases_;
+  std::int64_t flat_columns_ = 0;
   std::vector<std::int64_t> b_offsets_;  // group_k_ entries
 };
 

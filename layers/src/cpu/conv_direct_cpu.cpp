@@ -11,7 +11,6 @@
 // (phase width - out_w) junk columns per row, dropped by the epilogue pass that copies it out.
 // The arithmetic per output is the im2col path's, fma for fma, so the bits are the same.
 #include <algorithm>
-#include <cstring>
 
 #include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
@@ -41,15 +40,12 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
   const std::int64_t grain = split.grain;
 
   const std::int64_t plane = g.in_h * g.in_w;
-  const std::int64_t phase_plane = phase_h_ * phase_w_;
-  const std::int64_t phases_per_channel = g.stride_h * g.stride_w;
   // Workspace: the phases (+ nr floats of slack) then the flat result (out_channels rows of
   // ldc); pointwise, one packed strip.
   float* const phase_input = workspace;
-  const std::int64_t phase_floats =
-      gemm::round_up(g.in_channels * phases_per_channel * phase_plane + nr, 16);
+  const std::int64_t phase_floats = gemm::round_up(g.in_channels * phases_.floats() + nr, 16);
   float* const flat_out = workspace + phase_floats;
-  const std::int64_t ldc = padded ? g.out_h * phase_w_ : columns_;
+  const std::int64_t ldc = padded ? g.out_h * phases_.phase_w : columns_;
   const gemm::GemmActivation epilogue_activation =
       padded ? gemm::GemmActivation{} : gemm::gemm_activation(activation);
 
@@ -59,47 +55,16 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
     const float* res = residual ? residual + n * g.out_channels * columns_ : nullptr;
 
     if (padded) {
-      // The phases, every cell written (the workspace holds other ops' data): phase (py, px)
-      // row i, column j is the padded input's (i * sh + py, j * sw + px), zero in the padding.
-      const std::int64_t items = g.in_channels * phases_per_channel;
+      // Every cell written, padding included: the workspace holds other ops' data.
+      const std::int64_t channel_floats = phases_.floats();
       gemm::parallel_range(
-          pool, items,
-          std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, phase_plane)),
+          pool, g.in_channels,
+          std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, channel_floats)),
           [&](std::int64_t begin, std::int64_t end) {
-            for (std::int64_t item = begin; item < end; ++item) {
-              const std::int64_t c = item / phases_per_channel;
-              const std::int64_t py = item % phases_per_channel / g.stride_w;
-              const std::int64_t px = item % g.stride_w;
-              const float* src = image + c * plane;
-              float* dst = phase_input + item * phase_plane;
-              // Columns j whose input column j * sw + px - pad_left is inside the row.
-              const std::int64_t x0 = px - g.pad_left;
-              const std::int64_t j0 = std::clamp<std::int64_t>(
-                  x0 >= 0 ? 0 : (-x0 + g.stride_w - 1) / g.stride_w, 0, phase_w_);
-              const std::int64_t j1 = std::clamp<std::int64_t>(
-                  g.in_w - x0 <= 0 ? 0 : (g.in_w - x0 + g.stride_w - 1) / g.stride_w, j0, phase_w_);
-              for (std::int64_t i = 0; i < phase_h_; ++i) {
-                float* row = dst + i * phase_w_;
-                const std::int64_t y = i * g.stride_h + py - g.pad_top;
-                if (y < 0 || y >= g.in_h) {
-                  std::fill_n(row, phase_w_, 0.0f);
-                  continue;
-                }
-                // Input column of phase column j: j * sw + x0 (>= 0 from j0 on).
-                const float* in_row = src + y * g.in_w;
-                std::fill(row, row + j0, 0.0f);
-                if (g.stride_w == 1) {
-                  std::memcpy(row + j0, in_row + (j0 + x0),
-                              static_cast<std::size_t>(j1 - j0) * sizeof(float));
-                } else {
-                  for (std::int64_t j = j0; j < j1; ++j)
-                    row[j] = in_row[j * g.stride_w + x0];
-                }
-                std::fill(row + j1, row + phase_w_, 0.0f);
-              }
-            }
+            for (std::int64_t c = begin; c < end; ++c)
+              phases_.copy(image + c * plane, phase_input + c * channel_floats, true, 0.0f);
           });
-      std::fill(phase_input + items * phase_plane, phase_input + phase_floats, 0.0f);
+      std::fill(phase_input + g.in_channels * channel_floats, phase_input + phase_floats, 0.0f);
     }
 
     gemm::PackedProduct p;
@@ -155,7 +120,7 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
               const float bias = bias_.empty() ? 0.0f : bias_[static_cast<std::size_t>(m)];
               const bool has_bias = !bias_.empty();
               for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-                const float* src = flat_out + m * ldc + oh * phase_w_;
+                const float* src = flat_out + m * ldc + oh * phases_.phase_w;
                 float* dst = out + m * columns_ + oh * g.out_w;
                 const float* r = res ? res + m * columns_ + oh * g.out_w : nullptr;
                 for (std::int64_t ow = 0; ow < g.out_w; ++ow) {

@@ -15,7 +15,6 @@
 #include "cpu/depthwise_conv_cpu.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <string_view>
 
 #include "cgr/thread_pool.hpp"
@@ -79,14 +78,6 @@ void epilogue_generic(const float* src, std::int64_t src_stride, const float* re
                       const math::Activation& activation) {
   math::with_activation_fn(
       activation, [&](auto fn) { epilogue(src, src_stride, residual, dst, rows, cols, bias, fn); });
-}
-
-// dst[r][0, cols) = src[r][0, cols), dst rows dst_stride apart, src rows src_stride apart.
-void copy_rows_generic(const float* src, float* dst, std::int64_t dst_stride, std::int64_t rows,
-                       std::int64_t cols, std::int64_t src_stride) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::memcpy(dst + r * dst_stride, src + r * src_stride,
-                static_cast<std::size_t>(cols) * sizeof(float));
 }
 
 #if defined(CGR_DEPTHWISE_X86)
@@ -183,55 +174,6 @@ __attribute__((target("avx512f"))) void epilogue_avx512(const float* src, std::i
   }
 }
 
-// copy_rows_generic with masked vector moves: short rows without a memcpy call each.
-__attribute__((target("avx512f"))) void copy_rows_avx512(const float* src, float* dst,
-                                                         std::int64_t dst_stride, std::int64_t rows,
-                                                         std::int64_t cols,
-                                                         std::int64_t src_stride) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* s = src + r * src_stride;
-    float* d = dst + r * dst_stride;
-    std::int64_t i = 0;
-    for (; i + kLanes <= cols; i += kLanes)
-      _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
-    if (i < cols) {
-      const auto mask = static_cast<__mmask16>((1u << (cols - i)) - 1u);
-      _mm512_mask_storeu_ps(d + i, mask, _mm512_maskz_loadu_ps(mask, s + i));
-    }
-  }
-}
-#endif
-
-#if defined(CGR_DEPTHWISE_X86)
-// Stride 2 across: input row `in` (in_w values) into the two phase rows of its parity, from
-// phase column 0: padded column x + pad_left goes to phase (x + pad_left) % 2, column
-// (x + pad_left) / 2. 32 inputs per step, split into even and odd lanes by two permutes.
-__attribute__((target("avx512f"))) void deinterleave_row_avx512(const float* in, std::int64_t in_w,
-                                                                std::int64_t pad_left,
-                                                                float* phase0, float* phase1) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  std::int64_t x = 0;
-  if (pad_left % 2 == 1) {
-    // The first input lands in phase 1; from the second on, pairs start at an even padded
-    // column.
-    if (in_w == 0) return;
-    phase1[pad_left / 2] = in[0];
-    x = 1;
-  }
-  // Inputs x, x + 1 go to phase 0 and 1 at column (x + pad_left) / 2.
-  for (; x + 32 <= in_w; x += 32) {
-    const __m512 a = _mm512_loadu_ps(in + x);
-    const __m512 b = _mm512_loadu_ps(in + x + 16);
-    const std::int64_t j = (x + pad_left) / 2;
-    _mm512_storeu_ps(phase0 + j, _mm512_permutex2var_ps(a, even, b));
-    _mm512_storeu_ps(phase1 + j, _mm512_permutex2var_ps(a, odd, b));
-  }
-  for (; x < in_w; ++x) {
-    const std::int64_t padded = x + pad_left;
-    (padded % 2 == 0 ? phase0 : phase1)[padded / 2] = in[x];
-  }
-}
 #endif
 
 }  // namespace
@@ -240,21 +182,17 @@ DepthwiseConvCpu::DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<con
                                    std::span<const float> bias)
     : geometry_(geometry), weight_(weight.begin(), weight.end()), bias_(bias.begin(), bias.end()) {
   const Conv2dGeometry& g = geometry_;
-  phase_h_ = gemm::ceil_div(g.pad_top + g.in_h + g.pad_bottom, g.stride_h);
-  phase_w_ = gemm::ceil_div(g.pad_left + g.in_w + g.pad_right, g.stride_w);
-  flat_count_ = (g.out_h - 1) * phase_w_ + g.out_w;
-  const std::int64_t phase_plane = phase_h_ * phase_w_;
-  // Tap (kh, kw) at padded (oh * sh + r, ow * sw + q) is phase (r % sh, q % sw) at
-  // (oh + r / sh, ow + q / sw); every such read of an output that exists lies in its phase.
+  phases_ =
+      PhaseLayout::make(g.in_h, g.in_w, g.pad_top, g.pad_left, g.pad_top + g.in_h + g.pad_bottom,
+                        g.pad_left + g.in_w + g.pad_right, g.stride_h, g.stride_w);
+  flat_count_ = (g.out_h - 1) * phases_.phase_w + g.out_w;
+  // Every read of an output that exists lies in its phase (the conv's output size says so).
   for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      const std::int64_t r = kh * g.dilation_h, q = kw * g.dilation_w;
-      const std::int64_t phase = (r % g.stride_h) * g.stride_w + q % g.stride_w;
-      tap_offsets_.push_back(phase * phase_plane + (r / g.stride_h) * phase_w_ + q / g.stride_w);
-    }
+    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
+      tap_offsets_.push_back(phases_.tap_offset(kh * g.dilation_h, kw * g.dilation_w));
   }
   // The phases, then slack for a vector's reads past the last output, then the flat result.
-  phases_floats_ = g.stride_h * g.stride_w * phase_plane + 2 * kLanes;
+  phases_floats_ = phases_.floats() + 2 * kLanes;
   scratch_floats_ = phases_floats_ + flat_count_ + kLanes;
 #if defined(CGR_DEPTHWISE_X86)
   // AVX-512 when the GEMM runs it too, so the tests' kernel override (gemm.hpp) also picks the
@@ -278,8 +216,6 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
   const auto taps_per_output = static_cast<std::int64_t>(tap_offsets_.size());
   const std::int64_t grain =
       std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, out_plane * taps_per_output));
-  const std::int64_t phase_plane = phase_h_ * phase_w_;
-  const std::int64_t phases = g.stride_h * g.stride_w;
   auto compute = [&](const Taps& t, float* out, std::int64_t count) {
 #if defined(CGR_DEPTHWISE_X86)
     if (avx512_) return taps_avx512(t, out, count);
@@ -290,10 +226,10 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
   auto finish = [&](const float* src, const float* res, float* dst, float bias) {
 #if defined(CGR_DEPTHWISE_X86)
     if (avx512_) {
-      return epilogue_avx512(src, phase_w_, res, dst, g.out_h, g.out_w, bias, activation);
+      return epilogue_avx512(src, phases_.phase_w, res, dst, g.out_h, g.out_w, bias, activation);
     }
 #endif
-    epilogue_generic(src, phase_w_, res, dst, g.out_h, g.out_w, bias, activation);
+    epilogue_generic(src, phases_.phase_w, res, dst, g.out_h, g.out_w, bias, activation);
   };
 
   gemm::parallel_range(pool, planes, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -307,56 +243,7 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
       const std::int64_t n = plane / g.out_channels;
       const std::int64_t oc = plane % g.out_channels;
       const float* in = input + (n * g.in_channels + oc / multiplier) * in_plane;
-      for (std::int64_t phase = 0; phase < phases; ++phase) {
-        const std::int64_t py = phase / g.stride_w, px = phase % g.stride_w;
-        float* dst = scratch.data() + phase * phase_plane;
-        const std::int64_t x0 = px - g.pad_left;  // input column of phase column 0
-        const std::int64_t j0 = std::clamp<std::int64_t>(
-            x0 >= 0 ? 0 : (-x0 + g.stride_w - 1) / g.stride_w, 0, phase_w_);
-        const std::int64_t j1 = std::clamp<std::int64_t>(
-            g.in_w - x0 <= 0 ? 0 : (g.in_w - x0 + g.stride_w - 1) / g.stride_w, j0, phase_w_);
-        // Phase rows i whose input row i * sh + py - pad_top is inside the plane.
-        const std::int64_t y0 = py - g.pad_top;
-        const std::int64_t i0 = std::clamp<std::int64_t>(
-            y0 >= 0 ? 0 : (-y0 + g.stride_h - 1) / g.stride_h, 0, phase_h_);
-        const std::int64_t i1 = std::clamp<std::int64_t>(
-            g.in_h - y0 <= 0 ? 0 : (g.in_h - y0 + g.stride_h - 1) / g.stride_h, i0, phase_h_);
-        if (g.stride_w == 1 && g.stride_h == 1) {
-          // One phase, the padded plane: whole rows at once.
-          if (i1 > i0 && j1 > j0) {
-#if defined(CGR_DEPTHWISE_X86)
-            if (avx512_) {
-              copy_rows_avx512(in + (i0 + y0) * g.in_w + (j0 + x0), dst + i0 * phase_w_ + j0,
-                               phase_w_, i1 - i0, j1 - j0, g.in_w);
-            } else {
-              copy_rows_generic(in + (i0 + y0) * g.in_w + (j0 + x0), dst + i0 * phase_w_ + j0,
-                                phase_w_, i1 - i0, j1 - j0, g.in_w);
-            }
-#else
-            copy_rows_generic(in + (i0 + y0) * g.in_w + (j0 + x0), dst + i0 * phase_w_ + j0,
-                              phase_w_, i1 - i0, j1 - j0, g.in_w);
-#endif
-          }
-          continue;
-        }
-#if defined(CGR_DEPTHWISE_X86)
-        if (avx512_ && g.stride_w == 2) {
-          // Both column phases of this row phase from one pass over each input row.
-          if (px == 1) continue;
-          for (std::int64_t i = i0; i < i1; ++i) {
-            deinterleave_row_avx512(in + (i * g.stride_h + y0) * g.in_w, g.in_w, g.pad_left,
-                                    dst + i * phase_w_, dst + phase_plane + i * phase_w_);
-          }
-          continue;
-        }
-#endif
-        for (std::int64_t i = i0; i < i1; ++i) {
-          const float* in_row = in + (i * g.stride_h + y0) * g.in_w;
-          float* row = dst + i * phase_w_;
-          for (std::int64_t j = j0; j < j1; ++j)
-            row[j] = in_row[j * g.stride_w + x0];
-        }
-      }
+      phases_.copy(in, scratch.data(), false, 0.0f);
       Taps taps = taps_base;
       taps.weight = weight_.data() + oc * taps_per_output;
       compute(taps, flat_out, flat_count_);

@@ -15,6 +15,7 @@
 
 #include "cgr/layers/conv2d.hpp"
 #include "cgr/layers/element_math.hpp"
+#include "cpu/phases.hpp"
 
 namespace cgr {
 class ThreadPool;
@@ -39,11 +40,11 @@ class DepthwiseConvCpu {
   std::vector<float> weight_;  // out_channels x kernel_h x kernel_w
   std::vector<float> bias_;    // out_channels, or empty
   // The padded plane split into stride phases, computed as one flat run (the .cpp says how).
-  std::int64_t phase_h_ = 0, phase_w_ = 0;  // one phase's rows and row width
-  std::int64_t flat_count_ = 0;             // (out_h - 1) * phase_w_ + out_w
-  std::int64_t phases_floats_ = 0;          // the phases and their slack
-  std::int64_t scratch_floats_ = 0;         // per task: phases_floats_ + the flat result
-  std::vector<std::int64_t> tap_offsets_;   // kernel_h x kernel_w, into the phases
+  PhaseLayout phases_;
+  std::int64_t flat_count_ = 0;            // (out_h - 1) * phase_w + out_w
+  std::int64_t phases_floats_ = 0;         // the phases and their slack
+  std::int64_t scratch_floats_ = 0;        // per task: phases_floats_ + the flat result
+  std::vector<std::int64_t> tap_offsets_;  // kernel_h x kernel_w, into the phases
   bool avx512_ = false;
   bool avx2_ = false;  // AVX2 + FMA
 };

@@ -2,7 +2,6 @@
 #include "cpu/pool_cpu.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "cgr/layers/element_math.hpp"
@@ -96,16 +95,13 @@ PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
   const std::int64_t padded_w =
       std::max(g.pad_left + g.in_w + g.pad_right,
                (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1);
-  phase_h_ = (padded_h + g.stride_h - 1) / g.stride_h;
-  phase_w_ = (padded_w + g.stride_w - 1) / g.stride_w;
-  flat_count_ = std::max<std::int64_t>(0, (g.out_h - 1) * phase_w_ + g.out_w);
-  scratch_floats_ = g.stride_h * g.stride_w * phase_h_ * phase_w_ + kSlack + g.out_h * phase_w_;
+  phases_ = PhaseLayout::make(g.in_h, g.in_w, g.pad_top, g.pad_left, padded_h, padded_w, g.stride_h,
+                              g.stride_w);
+  flat_count_ = std::max<std::int64_t>(0, (g.out_h - 1) * phases_.phase_w + g.out_w);
+  scratch_floats_ = phases_.floats() + kSlack + g.out_h * phases_.phase_w;
   for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      const std::int64_t r = kh * g.dilation_h, q = kw * g.dilation_w;
-      const std::int64_t phase = (r % g.stride_h) * g.stride_w + q % g.stride_w;
-      tap_offsets_.push_back((phase * phase_h_ + r / g.stride_h) * phase_w_ + q / g.stride_w);
-    }
+    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
+      tap_offsets_.push_back(phases_.tap_offset(kh * g.dilation_h, kw * g.dilation_w));
   }
   if (kind_ == PoolKind::average) {
     auto lengths = [&](std::int64_t out, std::int64_t in, std::int64_t kernel, std::int64_t stride,
@@ -150,34 +146,9 @@ void PoolKernelCpu::run(const float* x, float* y, ThreadPool& pool) const {
 void PoolKernelCpu::plane(const float* x, float* y, float* scratch) const {
   const Pool2dGeometry& g = g_;
   const bool max = kind_ == PoolKind::max;
-  const std::int64_t phase_plane = phase_h_ * phase_w_;
-  const std::int64_t phases = g.stride_h * g.stride_w;
-  // Phase (py, px) row i, column j is the padded plane's (i * sh + py, j * sw + px). The
-  // padding cells are the same in every plane and hold the neutral value from run() on; only
-  // the input's cells are copied here (short rows: plain loops, not a call per row).
-  for (std::int64_t phase = 0; phase < phases; ++phase) {
-    const std::int64_t py = phase / g.stride_w, px = phase % g.stride_w;
-    float* dst = scratch + phase * phase_plane;
-    const std::int64_t x0 = px - g.pad_left;  // input column of phase column 0
-    const std::int64_t j0 =
-        std::clamp<std::int64_t>(x0 >= 0 ? 0 : (-x0 + g.stride_w - 1) / g.stride_w, 0, phase_w_);
-    const std::int64_t j1 = std::clamp<std::int64_t>(
-        g.in_w - x0 <= 0 ? 0 : (g.in_w - x0 + g.stride_w - 1) / g.stride_w, j0, phase_w_);
-    for (std::int64_t i = 0; i < phase_h_; ++i) {
-      const std::int64_t yy = i * g.stride_h + py - g.pad_top;
-      if (yy < 0 || yy >= g.in_h) continue;
-      float* __restrict row = dst + i * phase_w_;
-      const float* __restrict in_row = x + yy * g.in_w;  // column j * sw + x0 >= 0 from j0 on
-      if (g.stride_w == 1) {
-        for (std::int64_t j = j0; j < j1; ++j)
-          row[j] = in_row[j + x0];
-      } else {
-        for (std::int64_t j = j0; j < j1; ++j)
-          row[j] = in_row[j * g.stride_w + x0];
-      }
-    }
-  }
-  float* flat = scratch + phases * phase_plane + kSlack;
+  // The padding cells are the same in every plane and hold the neutral value from run() on.
+  phases_.copy(x, scratch, false, 0.0f);
+  float* flat = scratch + phases_.floats() + kSlack;
   const auto taps = static_cast<std::int64_t>(tap_offsets_.size());
 #if defined(CGR_POOL_X86)
   if (avx512_) {
@@ -193,7 +164,7 @@ void PoolKernelCpu::plane(const float* x, float* y, float* scratch) const {
   pool_flat_generic(max, scratch, tap_offsets_.data(), taps, flat, flat_count_);
 #endif
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-    const float* row = flat + oh * phase_w_;
+    const float* row = flat + oh * phases_.phase_w;
     float* out = y + oh * g.out_w;
     if (max) {
       for (std::int64_t ow = 0; ow < g.out_w; ++ow)

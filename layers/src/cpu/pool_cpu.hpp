@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cgr/layers/pool2d.hpp"
+#include "cpu/phases.hpp"
 
 namespace cgr {
 class ThreadPool;
@@ -39,10 +40,10 @@ class PoolKernelCpu {
 
   Pool2dGeometry g_;
   PoolKind kind_;
-  std::int64_t phase_h_ = 0, phase_w_ = 0;  // one phase's rows and row width
-  std::int64_t flat_count_ = 0;             // (out_h - 1) * phase_w_ + out_w
-  std::int64_t scratch_floats_ = 0;         // phases, slack, then the flat result
-  std::vector<std::int64_t> tap_offsets_;   // kernel_h x kernel_w, into the phases
+  PhaseLayout phases_;
+  std::int64_t flat_count_ = 0;            // (out_h - 1) * phase_w_ + out_w
+  std::int64_t scratch_floats_ = 0;        // phases, slack, then the flat result
+  std::vector<std::int64_t> tap_offsets_;  // kernel_h x kernel_w, into the phases
   // Average: per output row and column, the window's length that the divisor counts.
   std::vector<std::int64_t> divisor_h_, divisor_w_;
   bool avx512_ = false;

@@ -1,0 +1,39 @@
+// A padded plane split into stride phases: the layout the CPU's direct conv, depthwise conv and
+// pooling kernels read, so that a window tap at any stride is a contiguous run.
+//
+// Phase (py, px) of a plane padded by (pad_top, pad_left) holds the padded rows py, py + sh, ...
+// and columns px, px + sw, ...: phase row i, column j is padded (i * sh + py, j * sw + px). An
+// output (oh, ow) of a window with stride (sh, sw) reads tap (r, q) (padded offsets from the
+// window's corner) in phase (r % sh, q % sw) at (oh + r / sh, ow + q / sw): over the flat index
+// t = oh * phase_w + ow every tap is base + tap_offset(r, q) + t. At stride 1 the one phase is
+// the padded plane.
+#pragma once
+
+#include <cstdint>
+
+namespace cgr::cpu {
+
+struct PhaseLayout {
+  std::int64_t in_h = 0, in_w = 0, pad_top = 0, pad_left = 0, stride_h = 1, stride_w = 1;
+  std::int64_t phase_h = 0, phase_w = 0;  // one phase's rows and row width
+
+  // padded_h / padded_w: the padded plane's size, at least as large as every window reaches.
+  static PhaseLayout make(std::int64_t in_h, std::int64_t in_w, std::int64_t pad_top,
+                          std::int64_t pad_left, std::int64_t padded_h, std::int64_t padded_w,
+                          std::int64_t stride_h, std::int64_t stride_w);
+  std::int64_t phases() const { return stride_h * stride_w; }
+  std::int64_t phase_plane() const { return phase_h * phase_w; }
+  std::int64_t floats() const { return phases() * phase_plane(); }
+  // Where tap (r, q) of output t = 0 lies, from the first phase's start.
+  std::int64_t tap_offset(std::int64_t r, std::int64_t q) const {
+    return ((r % stride_h) * stride_w + q % stride_w) * phase_plane() + (r / stride_h) * phase_w +
+           q / stride_w;
+  }
+  // Copies the in_h x in_w plane `in` into its phases at `dst` (floats() floats). With
+  // write_padding every padding cell is set to `pad` too (dst holds other data); without, the
+  // padding cells are left as they are (the caller filled them once: they are the same cells
+  // for every plane).
+  void copy(const float* in, float* dst, bool write_padding, float pad) const;
+};
+
+}  // namespace cgr::cpu

@@ -254,6 +254,63 @@ TEST_CASE("ONNX Pad before a MaxPool stays a zero Pad2d") {
   CHECK(run(model, {-1, -2, -3, -4}) == std::vector<float>{0, 0, 0, -1});
 }
 
+TEST_CASE("ONNX Pad before an AveragePool folds into its padding where the pool counts it") {
+  struct Case {
+    const char* what;
+    std::vector<std::int64_t> pool_pads;
+    std::int64_t count_include_pad, ceil_mode;
+    bool folded;
+    Padding2d padding;  // of the AvgPool2d layer
+  };
+  // The Pad: top 1, left 2, bottom 0, right 1 (inception_v3 exports a symmetric 1).
+  const Case cases[] = {
+      {"no padding of its own", {0, 0, 0, 0}, 0, 0, true, Padding2d(1, 2, 0, 1)},
+      {"its own padding, counted", {1, 0, 0, 1}, 1, 0, true, Padding2d(2, 2, 0, 2)},
+      {"its own padding, not counted", {1, 0, 0, 1}, 0, 0, false, Padding2d(1, 0, 0, 1)},
+      {"ceil_mode", {0, 0, 0, 0}, 0, 1, false, Padding2d(0, 0, 0, 0)},
+      {"a sum as wide as the kernel", {0, 1, 0, 0}, 1, 0, false, Padding2d(0, 1, 0, 0)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    OnnxBuilder b;
+    b.input("x", {1, 2, 5, 6});
+    b.ints("pads", {0, 0, 1, 2, 0, 0, 0, 1});
+    b.node("Pad", {"x", "pads"}, {"p"});
+    auto& pool = b.node("AveragePool", {"p"}, {"y"});
+    OnnxBuilder::attr(pool, "kernel_shape", std::vector<std::int64_t>{3, 3});
+    OnnxBuilder::attr(pool, "strides", std::vector<std::int64_t>{2, 2});
+    OnnxBuilder::attr(pool, "pads", c.pool_pads);
+    OnnxBuilder::attr(pool, "count_include_pad", c.count_include_pad);
+    OnnxBuilder::attr(pool, "ceil_mode", c.ceil_mode);
+    b.output("y");
+    const OnnxModel model = b.import();
+    const int pool_index = c.folded ? 0 : 1;
+    REQUIRE(layer_kinds(model.network) ==
+            (c.folded ? std::vector<std::string>{"AvgPool2d"}
+                      : std::vector<std::string>{"Pad2d", "AvgPool2d"}));
+    const auto& layer = dynamic_cast<const AvgPool2d&>(model.network.layer(pool_index));
+    CHECK(layer.params().padding == c.padding);
+    CHECK(layer.params().count_include_pad == (c.folded || c.count_include_pad != 0));
+    // The same numbers as the Pad and the pool written out as two layers.
+    const Pool2dParams pool_params{.kernel = 3,
+                                   .stride = 2,
+                                   .padding = Padding2d(c.pool_pads[0], c.pool_pads[1],
+                                                        c.pool_pads[2], c.pool_pads[3]),
+                                   .ceil_mode = c.ceil_mode != 0,
+                                   .count_include_pad = c.count_include_pad != 0};
+    Network manual;
+    const Value padded = manual.pad2d(manual.input("x", {1, 2, 5, 6}), Padding2d(1, 2, 0, 1), "p");
+    manual.output("y", manual.avg_pool2d(padded, pool_params, "pool"));
+    const auto x = random_vector(60, 21);
+    const auto expected =
+        Engine::build(manual, Weights{}).create_context().infer({{"x", x}}).output("y").to_vector();
+    const auto y = run(model, x);
+    REQUIRE(y.size() == expected.size());
+    for (std::size_t i = 0; i < y.size(); ++i)
+      CHECK(y[i] == doctest::Approx(expected[i]).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("ONNX Pad: a fill, reflect or crop is a Pad2d of its own, never folded into a Conv") {
   for (const std::string mode : {"constant", "reflect", "edge"}) {
     CAPTURE(mode);

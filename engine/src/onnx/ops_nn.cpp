@@ -278,7 +278,13 @@ void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const s
   if (!attrs.has("kernel_shape")) fail("{}: attribute 'kernel_shape' is required", label);
   if (max && attrs.get_int("storage_order", 0) != 0)
     attrs.unsupported("storage_order", "must be 0");
-  const Value x = im.spatial_input(node, label);
+  // A zero Pad feeding an AveragePool folds into its padding when the pool then counts every
+  // padded zero (count_include_pad, or no padding of its own) and its windows stop at the
+  // padded edge (no ceil_mode), and the sum stays smaller than the kernel: inception_v3's 3x3
+  // pools, exported as Pad + AveragePool.
+  // (Not into a MaxPool: its padding is -inf, the Pad's zeros are values.)
+  const PendingPad* pad = max ? nullptr : im.pending_pad(node.input(0));
+  Value x = pad != nullptr ? pad->input : im.spatial_input(node, label);
   // N x C x L (MaxPool1d, AvgPool1d) pools as a window of height 1.
   const std::size_t spatial_dims = im.network().desc(x).shape.rank() - 2;
   Pool2dParams p;
@@ -291,8 +297,35 @@ void import_pool(Importer& im, const ::onnx::NodeProto& node, int index, const s
     attrs.unsupported("dilations", "must be 1 for AveragePool");
   p.ceil_mode = attrs.get_int("ceil_mode", 0) != 0;
   p.count_include_pad = attrs.get_int("count_include_pad", 0) != 0;
-  p.padding =
-      Importer::window_padding(attrs, im.network().desc(x).shape, p.kernel, p.stride, p.dilation);
+  Shape padded = im.network().desc(x).shape;
+  if (pad != nullptr) {
+    if (spatial_dims == 2) padded[2] += pad->padding.top + pad->padding.bottom;
+    padded[padded.rank() - 1] += pad->padding.left + pad->padding.right;
+  }
+  p.padding = Importer::window_padding(attrs, padded, p.kernel, p.stride, p.dilation);
+  if (pad != nullptr) {
+    const bool own_padding = p.padding.top != 0 || p.padding.left != 0 || p.padding.bottom != 0 ||
+                             p.padding.right != 0;
+    // A window must also keep a tap in the input (padding smaller than the kernel).
+    const bool fits = p.padding.top + pad->padding.top < p.kernel.h &&
+                      p.padding.bottom + pad->padding.bottom < p.kernel.h &&
+                      p.padding.left + pad->padding.left < p.kernel.w &&
+                      p.padding.right + pad->padding.right < p.kernel.w;
+    if (p.ceil_mode || (own_padding && !p.count_include_pad) || !fits) {
+      // Not foldable: the Pad becomes its own layer (spatial_input materialises it).
+      pad = nullptr;
+      x = im.spatial_input(node, label);
+      p.padding = Importer::window_padding(attrs, im.network().desc(x).shape, p.kernel, p.stride,
+                                           p.dilation);
+    }
+  }
+  if (pad != nullptr) {
+    p.padding.top += pad->padding.top;
+    p.padding.left += pad->padding.left;
+    p.padding.bottom += pad->padding.bottom;
+    p.padding.right += pad->padding.right;
+    p.count_include_pad = true;
+  }
   const std::string name = im.layer_name(node, index);
   im.bind(node.output(0),
           max ? im.network().max_pool2d(x, p, name) : im.network().avg_pool2d(x, p, name));

@@ -1,11 +1,16 @@
 // The GEMM core: C = A B with an epilogue (bias, residual, ReLU) fused into the last store.
 //
-// Shape of the computation (the classic Goto/BLIS blocking, minus the packing, which the
-// callers do once or write directly):
-//   for each pass of kKc over K           (partial sums are stored to C between passes)
-//     for each block of up to kMcRows rows  (an MC x kKc slice of A stays in L2)
-//       for each column strip of nr        (a kKc x nr slice of B stays in L1)
-//         for each row strip of mr         -> micro-kernel: mr x nr accumulators in registers
+// Shape of the computation (Goto/BLIS blocking with the roles of A and B exchanged, minus the
+// packing, which the callers do once or write directly):
+//   for each pass of kKc over K            (partial sums are stored to C between passes)
+//     for each panel of column strips      (a kKc x panel slice of B stays in L2)
+//       for each row strip of mr           (a kKc x mr slice of A stays in L1)
+//         for each column strip of nr      -> micro-kernel: mr x nr accumulators in registers
+// Row strips outside column strips: C is stored along mr rows at a time, not along all m. A
+// conv's C is channels x pixels, often larger than L2, and with a short K its stores are what
+// costs; the other order (column strips outside) kept m rows' store streams open at once. Measured
+// single-threaded (cgr-bench, alternating runs): 1x1 16->96 on 112x112 2.3x faster with cold
+// caches, mobilenet_v2 7%, googlenet 5%, resnet18 2%.
 // The micro-kernels are compiled per ISA with target attributes and chosen at run time, so
 // the library itself needs no -march flag. They differ only in tile size: each output element
 // is one FMA chain over k in the same order, so every kernel, every tile partition and every
@@ -38,8 +43,8 @@
 namespace cgr::cpu::gemm {
 namespace {
 
-// Rows per L2 block of A: 512 x kKc floats = 512 KiB, half a typical L2.
-constexpr std::int64_t kMcRows = 512;
+// Floats of B per panel (see the top of this file): 512 KiB, a quarter of a 2 MiB L2.
+constexpr std::int64_t kPanelFloats = std::int64_t{128} << 10;
 
 // Portable fallback (and the reference shape of every kernel below). Plain loops; the
 // compiler vectorises them for whatever baseline it targets.
@@ -388,7 +393,6 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
   const MicroKernel& kernel = *p.kernel;
   const std::int64_t mr = kernel.mr;
   const std::int64_t nr = kernel.nr;
-  const std::int64_t mc_strips = std::max<std::int64_t>(1, kMcRows / mr);
   for (std::int64_t pc = 0; pc < p.k; pc += kKc) {
     TileArgs t;
     t.kc = std::min(kKc, p.k - pc);
@@ -400,36 +404,33 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
     t.clamp_low = p.activation.clamp_low;
     t.clamp_high = p.activation.clamp_high;
     t.activation = p.activation.other;
-    for (std::int64_t ic = ms0; ic < ms1; ic += mc_strips) {
-      const std::int64_t ic_end = std::min(ms1, ic + mc_strips);
-      for (std::int64_t js = ns0; js < ns1; ++js) {
-        const std::int64_t col0 = js * nr;
-        const std::int64_t cols = std::min(nr, p.n - col0);
-        if (p.b_offsets != nullptr) {
-          t.b = p.b + js * nr;
-          t.b_offsets = p.b_offsets + pc;
-        } else {
-          t.b = p.b + ((js - p.b_first) * p.k + pc) * nr;
-        }
-        for (std::int64_t is = ic; is < ic_end; ++is) {
-          const std::int64_t row0 = is * mr;
-          t.a = p.a + (is * p.k + pc) * mr;
-          // The A tile this loop nest runs next: the next row strip; after the last one, the
-          // block's first strip again (cached already) unless this was the last column
-          // strip, then the next block or pass.
-          std::int64_t next_is = is + 1, next_pc = pc;
-          if (next_is == ic_end) {
-            next_is = ic;
-            if (js + 1 == ns1) {
-              next_is = ic_end < ms1 ? ic_end : ms0;
-              next_pc = ic_end < ms1 ? pc : pc + kKc;
-            }
+    const auto a_tile = [&](std::int64_t is) { return p.a + (is * p.k + pc) * mr; };
+    const std::int64_t panel = std::max<std::int64_t>(1, kPanelFloats / (t.kc * nr));
+    for (std::int64_t jp = ns0; jp < ns1; jp += panel) {
+      const std::int64_t jp_end = std::min(ns1, jp + panel);
+      for (std::int64_t is = ms0; is < ms1; ++is) {
+        const std::int64_t row0 = is * mr;
+        t.a = a_tile(is);
+        t.row_bias = p.row_bias ? p.row_bias + row0 : nullptr;
+        // The A tile that runs after this strip's (see TileArgs::a_next): the next strip, or
+        // the first one again for the next panel, or the next pass's first.
+        const float* next = is + 1 < ms1     ? a_tile(is + 1)
+                            : jp_end < ns1   ? a_tile(ms0)
+                            : pc + kKc < p.k ? p.a + (ms0 * p.k + pc + kKc) * mr
+                                             : nullptr;
+        for (std::int64_t js = jp; js < jp_end; ++js) {
+          const std::int64_t col0 = js * nr;
+          if (p.b_offsets != nullptr) {
+            t.b = p.b + col0;
+            t.b_offsets = p.b_offsets + pc;
+          } else {
+            t.b = p.b + ((js - p.b_first) * p.k + pc) * nr;
           }
-          t.a_next = next_pc < p.k ? p.a + (next_is * p.k + next_pc) * mr : nullptr;
+          // Until the strip's last tile, its own A again (in L1 already).
+          t.a_next = js + 1 < jp_end ? t.a : next;
           t.c = p.c + row0 * p.ldc + col0;
-          t.row_bias = p.row_bias ? p.row_bias + row0 : nullptr;
           t.residual = p.residual ? p.residual + row0 * p.ldr + col0 : nullptr;
-          run_tile(kernel, t, std::min(mr, p.m - row0), cols);
+          run_tile(kernel, t, std::min(mr, p.m - row0), std::min(nr, p.n - col0));
         }
       }
     }

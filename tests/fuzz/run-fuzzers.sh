@@ -17,6 +17,7 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DCGR_ENABLE_CUDA=OFF -DCGR_BUILD_FUZZERS=ON -DCGR_BUILD_TESTS=OFF -DCGR_BUILD_SAMPLES=OFF \
   -DCGR_BUILD_BENCH=OFF \
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }

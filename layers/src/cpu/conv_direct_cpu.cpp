@@ -11,6 +11,7 @@
 // (phase width - out_w) junk columns per row, dropped by the epilogue pass that copies it out.
 // The arithmetic per output is the im2col path's, fma for fma, so the bits are the same.
 #include <algorithm>
+#include <string_view>
 
 #include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
@@ -112,26 +113,15 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
 
     // The epilogue, in the micro-kernel's order (+ bias, + residual, then the activation),
     // while copying the flat result's valid columns out.
+    const bool avx512 = std::string_view(kernel_->name) == "avx512";
     gemm::parallel_range(
         pool, g.out_channels, std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, ldc)),
         [&](std::int64_t begin, std::int64_t end) {
-          math::with_activation_fn(activation, [&](auto fn) {
-            for (std::int64_t m = begin; m < end; ++m) {
-              const float bias = bias_.empty() ? 0.0f : bias_[static_cast<std::size_t>(m)];
-              const bool has_bias = !bias_.empty();
-              for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-                const float* src = flat_out + m * ldc + oh * phases_.phase_w;
-                float* dst = out + m * columns_ + oh * g.out_w;
-                const float* r = res ? res + m * columns_ + oh * g.out_w : nullptr;
-                for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-                  float v = src[ow];
-                  if (has_bias) v += bias;
-                  if (r != nullptr) v += r[ow];
-                  dst[ow] = fn(v);
-                }
-              }
-            }
-          });
+          for (std::int64_t m = begin; m < end; ++m) {
+            flat_epilogue(flat_out + m * ldc, phases_.phase_w, res ? res + m * columns_ : nullptr,
+                          out + m * columns_, g.out_h, g.out_w,
+                          bias_.empty() ? nullptr : bias_.data() + m, activation, avx512);
+          }
         });
   }
 }

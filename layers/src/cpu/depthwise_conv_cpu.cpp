@@ -42,28 +42,6 @@ struct Taps {
   std::int64_t taps;
 };
 
-// dst[r][i] = fn(src[r][i] + bias (+ residual[r][i])) over rows x cols: the GEMM's epilogue
-// order. src rows are src_stride apart, dst and residual rows cols apart. A whole plane per
-// call: a call (and an activation switch) per 7-wide row cost as much as the arithmetic.
-template <typename Fn>
-__attribute__((always_inline)) inline void epilogue(const float* src, std::int64_t src_stride,
-                                                    const float* residual, float* dst,
-                                                    std::int64_t rows, std::int64_t cols,
-                                                    float bias, Fn fn) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* s = src + r * src_stride;
-    float* d = dst + r * cols;
-    if (residual != nullptr) {
-      const float* res = residual + r * cols;
-      for (std::int64_t i = 0; i < cols; ++i)
-        d[i] = fn(s[i] + bias + res[i]);
-    } else {
-      for (std::int64_t i = 0; i < cols; ++i)
-        d[i] = fn(s[i] + bias);
-    }
-  }
-}
-
 void taps_generic(const Taps& t, float* out, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) {
     float acc = 0.0f;
@@ -71,13 +49,6 @@ void taps_generic(const Taps& t, float* out, std::int64_t count) {
       acc += t.weight[k] * t.base[t.offsets[k] + i];
     out[i] = acc;
   }
-}
-
-void epilogue_generic(const float* src, std::int64_t src_stride, const float* residual, float* dst,
-                      std::int64_t rows, std::int64_t cols, float bias,
-                      const math::Activation& activation) {
-  math::with_activation_fn(
-      activation, [&](auto fn) { epilogue(src, src_stride, residual, dst, rows, cols, bias, fn); });
 }
 
 #if defined(CGR_DEPTHWISE_X86)
@@ -151,29 +122,6 @@ __attribute__((target("avx2,fma"))) void taps_avx2(const Taps& t, float* out, st
   if (vectors == 1) taps_block_avx2<1>(t, out, i0, count);
 }
 
-__attribute__((target("avx512f"))) void epilogue_avx512(const float* src, std::int64_t src_stride,
-                                                        const float* residual, float* dst,
-                                                        std::int64_t rows, std::int64_t cols,
-                                                        float bias,
-                                                        const math::Activation& activation) {
-  // Each activation spelled out: a generic lambda's body would be compiled for the baseline.
-  switch (activation.kind) {
-    case math::ActivationKind::none:
-      return epilogue(src, src_stride, residual, dst, rows, cols, bias, math::IdentityFn{});
-    case math::ActivationKind::relu:
-      return epilogue(src, src_stride, residual, dst, rows, cols, bias, math::ReluFn{});
-    case math::ActivationKind::leaky_relu:
-      return epilogue(src, src_stride, residual, dst, rows, cols, bias,
-                      math::LeakyReluFn{activation.alpha});
-    case math::ActivationKind::clip:
-      return epilogue(src, src_stride, residual, dst, rows, cols, bias,
-                      math::ClipFn{activation.alpha, activation.beta});
-    case math::ActivationKind::unary:
-      return epilogue(src, src_stride, residual, dst, rows, cols, bias,
-                      math::UnaryFn{activation.unary, activation.alpha, activation.beta});
-  }
-}
-
 #endif
 
 }  // namespace
@@ -223,13 +171,8 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
 #endif
     taps_generic(t, out, count);
   };
-  auto finish = [&](const float* src, const float* res, float* dst, float bias) {
-#if defined(CGR_DEPTHWISE_X86)
-    if (avx512_) {
-      return epilogue_avx512(src, phases_.phase_w, res, dst, g.out_h, g.out_w, bias, activation);
-    }
-#endif
-    epilogue_generic(src, phases_.phase_w, res, dst, g.out_h, g.out_w, bias, activation);
+  auto finish = [&](const float* src, const float* res, float* dst, const float* bias) {
+    flat_epilogue(src, phases_.phase_w, res, dst, g.out_h, g.out_w, bias, activation, avx512_);
   };
 
   gemm::parallel_range(pool, planes, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -248,8 +191,7 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
       taps.weight = weight_.data() + oc * taps_per_output;
       compute(taps, flat_out, flat_count_);
       finish(flat_out, residual != nullptr ? residual + plane * out_plane : nullptr,
-             output + plane * out_plane,
-             bias_.empty() ? 0.0f : bias_[static_cast<std::size_t>(oc)]);
+             output + plane * out_plane, bias_.empty() ? nullptr : bias_.data() + oc);
     }
   });
 }

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "cgr/layers/element_math.hpp"
+
 namespace cgr::cpu {
 
 struct PhaseLayout {
@@ -35,5 +37,14 @@ struct PhaseLayout {
   // for every plane).
   void copy(const float* in, float* dst, bool write_padding, float pad) const;
 };
+
+// The flat result of a kernel over phases (t = oh * phase_w + ow: rows src_stride apart, the
+// junk columns between them dropped) out to a dense rows x cols plane, with the GEMM's
+// epilogue in its order: dst[r][i] = activation(src[r][i] (+ *bias) (+ residual[r][i])); bias
+// and residual may be null. Each element on its own, so the AVX-512 loop (avx512: the caller's
+// micro-kernel runs AVX-512) gives the baseline loop's bits.
+void flat_epilogue(const float* src, std::int64_t src_stride, const float* residual, float* dst,
+                   std::int64_t rows, std::int64_t cols, const float* bias,
+                   const math::Activation& activation, bool avx512);
 
 }  // namespace cgr::cpu

@@ -91,8 +91,9 @@ class ConvKernelCpu {
   // at c * H * W; phases: B is a copy of the zero-padded input split into stride_h x stride_w
   // phases (phases_, per channel; at stride 1, one phase: the padded input), read as one flat
   // run of flat_columns_ columns, element t = oh * phase_w + ow, row (c, kh, kw) at its
-  // b_offsets_ entry; the GEMM writes a flat result whose phase_w - out_w columns between
-  // rows are dropped when the epilogue copies it to the output.
+  // b_offsets_ entry; the GEMM's last pass over K hands each tile of the flat result to the
+  // epilogue, which drops the phase_w - out_w columns between rows as it copies the rest to
+  // the output (the flat result in the workspace holds earlier passes' partial sums).
   enum class Direct { none, pointwise, phases };
   Direct direct_ = Direct::none;
   PhaseLayout phases_;

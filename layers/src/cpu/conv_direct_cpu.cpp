@@ -8,7 +8,10 @@
 // padded input, so the micro-kernel loads it directly (gemm::TileArgs::b_offsets). At stride
 // s the padded input is split into s x s phases (every s-th row and column from each offset),
 // and a tap (kh, kw) reads one phase at a shift: again a contiguous run. The flat result has
-// (phase width - out_w) junk columns per row, dropped by the epilogue pass that copies it out.
+// (phase width - out_w) junk columns per row: the last pass over K computes each tile with its
+// epilogue into a stack buffer and copies the valid columns out (gemm::TileSink,
+// flat_scatter_block), so the flat result never makes a trip through memory for an epilogue
+// pass of its own.
 // The arithmetic per output is the im2col path's, fma for fma, so the bits are the same.
 #include <algorithm>
 #include <string_view>
@@ -47,8 +50,6 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
   const std::int64_t phase_floats = gemm::round_up(g.in_channels * phases_.floats() + nr, 16);
   float* const flat_out = workspace + phase_floats;
   const std::int64_t ldc = padded ? g.out_h * phases_.phase_w : columns_;
-  const gemm::GemmActivation epilogue_activation =
-      padded ? gemm::GemmActivation{} : gemm::gemm_activation(activation);
 
   for (std::int64_t n = 0; n < g.batch; ++n) {
     const float* image = input + n * g.in_channels * plane;
@@ -78,11 +79,35 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
     p.b_offsets = b_offsets_.data();
     p.c = padded ? flat_out : out;
     p.ldc = ldc;
-    if (!padded) {
-      p.row_bias = bias_.empty() ? nullptr : bias_.data();
+    p.row_bias = bias_.empty() ? nullptr : bias_.data();
+    p.activation = gemm::gemm_activation(activation);
+    // Padded: the last pass over K computes each tile of the flat result with its epilogue in
+    // a stack buffer (the residual gathered into the flat layout) and copies its valid columns
+    // out; the flat result holds only earlier passes' partial sums.
+    FlatTarget target;
+    if (padded) {
+      target.dst = out;
+      target.residual = res;
+      target.plane = columns_;
+      target.phase_w = phases_.phase_w;
+      target.out_w = g.out_w;
+      target.avx512 = std::string_view(kernel_->name) == "avx512";
+      p.sink.context = &target;
+      p.sink.scatter = [](const void* context, float* tile, std::int64_t ld, std::int64_t row0,
+                          std::int64_t col0, std::int64_t rows, std::int64_t cols) {
+        flat_scatter_block(*static_cast<const FlatTarget*>(context), tile, ld, row0, rows, col0,
+                           cols);
+      };
+      if (res != nullptr) {
+        p.sink.gather = [](const void* context, float* tile, std::int64_t ld, std::int64_t row0,
+                           std::int64_t col0, std::int64_t rows, std::int64_t cols) {
+          flat_gather_block(*static_cast<const FlatTarget*>(context), tile, ld, row0, rows, col0,
+                            cols);
+        };
+      }
+    } else {
       p.residual = res;
       p.ldr = columns_;
-      p.activation = epilogue_activation;
     }
     // Pointwise's packed last strip, when it is partial.
     gemm::PackedProduct tail = p;
@@ -109,20 +134,6 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
         }
       });
     }
-    if (!padded) continue;
-
-    // The epilogue, in the micro-kernel's order (+ bias, + residual, then the activation),
-    // while copying the flat result's valid columns out.
-    const bool avx512 = std::string_view(kernel_->name) == "avx512";
-    gemm::parallel_range(
-        pool, g.out_channels, std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, ldc)),
-        [&](std::int64_t begin, std::int64_t end) {
-          for (std::int64_t m = begin; m < end; ++m) {
-            flat_epilogue(flat_out + m * ldc, phases_.phase_w, res ? res + m * columns_ : nullptr,
-                          out + m * columns_, g.out_h, g.out_w,
-                          bias_.empty() ? nullptr : bias_.data() + m, activation, avx512);
-          }
-        });
   }
 }
 

@@ -171,7 +171,7 @@ void DepthwiseConvCpu::run(const float* input, const float* residual, float* out
 #endif
     taps_generic(t, out, count);
   };
-  auto finish = [&](const float* src, const float* res, float* dst, const float* bias) {
+  auto finish = [&](float* src, const float* res, float* dst, const float* bias) {
     flat_epilogue(src, phases_.phase_w, res, dst, g.out_h, g.out_w, bias, activation, avx512_);
   };
 

@@ -287,6 +287,33 @@ void run_tile(const MicroKernel& kernel, TileArgs t, std::int64_t rows, std::int
   if (t.last && t.activation != nullptr) apply_activation(*t.activation, c, ldc, rows, cols);
 }
 
+// The last pass of a tile whose product has a sink: the full tile, epilogue included, into a
+// stack buffer (from C's partial sums when earlier passes left some; the residual gathered
+// into the C layout), then to the sink.
+void sink_tile(const MicroKernel& kernel, TileArgs t, const TileSink& sink, std::int64_t row0,
+               std::int64_t col0, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t nr = kernel.nr;
+  const bool partial = rows < kernel.mr || cols < nr;
+  alignas(64) float c_buf[kMaxMr * kMaxNr];
+  alignas(64) float r_buf[kMaxMr * kMaxNr];
+  if (t.load_c) {
+    if (partial) std::fill_n(c_buf, kMaxMr * kMaxNr, 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(c_buf + r * nr, t.c + r * t.ldc, cols * 4);
+  }
+  if (sink.gather != nullptr) {
+    if (partial) std::fill_n(r_buf, kMaxMr * kMaxNr, 0.0f);
+    sink.gather(sink.context, r_buf, nr, row0, col0, rows, cols);
+    t.residual = r_buf;
+    t.ldr = nr;
+  }
+  t.c = c_buf;
+  t.ldc = nr;
+  (t.b_offsets != nullptr ? kernel.tile_direct : kernel.tile)(t);
+  if (t.activation != nullptr) apply_activation(*t.activation, c_buf, nr, rows, cols);
+  sink.scatter(sink.context, c_buf, nr, row0, col0, rows, cols);
+}
+
 }  // namespace
 
 GemmActivation gemm_activation(const math::Activation& activation) {
@@ -430,7 +457,12 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
           t.a_next = js + 1 < jp_end ? t.a : next;
           t.c = p.c + row0 * p.ldc + col0;
           t.residual = p.residual ? p.residual + row0 * p.ldr + col0 : nullptr;
-          run_tile(kernel, t, std::min(mr, p.m - row0), std::min(nr, p.n - col0));
+          if (t.last && p.sink.scatter != nullptr) {
+            sink_tile(kernel, t, p.sink, row0, col0, std::min(mr, p.m - row0),
+                      std::min(nr, p.n - col0));
+          } else {
+            run_tile(kernel, t, std::min(mr, p.m - row0), std::min(nr, p.n - col0));
+          }
         }
       }
     }

@@ -135,6 +135,19 @@ void pack_a_strided(const float* a, std::int64_t row_stride, std::int64_t k_stri
 void pack_b_strided(const float* b, std::int64_t k_stride, std::int64_t col_stride, std::int64_t n,
                     std::int64_t k, std::int64_t nr, float* dst);
 
+// Where a product's finished tiles go instead of C (the direct conv's flat result, whose valid
+// columns are scattered to the output): scatter(context, tile, ld, row0, col0, rows, cols) gets
+// the tile's rows x cols values (row stride ld) for C's rows from row0 and columns from col0,
+// epilogue applied. gather (null: no residual) fills the same block of the residual in C's
+// layout, zero where it has none.
+struct TileSink {
+  using Block = void (*)(const void* context, float* tile, std::int64_t ld, std::int64_t row0,
+                         std::int64_t col0, std::int64_t rows, std::int64_t cols);
+  Block scatter = nullptr;
+  Block gather = nullptr;
+  const void* context = nullptr;
+};
+
 // C[m x n] = A B + epilogue, both operands packed.
 struct PackedProduct {
   const MicroKernel* kernel = nullptr;
@@ -152,6 +165,10 @@ struct PackedProduct {
   const float* residual = nullptr;  // like C, row stride ldr, or null
   std::int64_t ldr = 0;
   GemmActivation activation;  // see TileArgs
+  // Set: the last pass over K computes each tile, epilogue included, in a stack buffer and
+  // hands it to the sink instead of storing it to c, which then holds only the earlier passes'
+  // partial sums; the residual comes from sink.gather (residual must be null).
+  TileSink sink;
 };
 // Computes the tiles of row strips [ms0, ms1) x column strips [ns0, ns1).
 void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,

@@ -67,65 +67,141 @@ bool has_avx512() {
 }
 #endif
 
-// flat_epilogue's loops for one activation: the bias and residual cases spelled out, so each
-// inner loop is a plain vectorisable run.
+// flat_epilogue's loop over one run of an output row, for one activation: the bias and
+// residual cases spelled out, so each is a plain vectorisable loop.
 template <typename Fn>
-__attribute__((always_inline)) inline void epilogue_rows(const float* src, std::int64_t src_stride,
-                                                         const float* residual, float* dst,
-                                                         std::int64_t rows, std::int64_t cols,
-                                                         const float* bias, Fn fn) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* s = src + r * src_stride;
-    float* d = dst + r * cols;
-    const float* res = residual != nullptr ? residual + r * cols : nullptr;
-    if (bias != nullptr) {
-      const float b = *bias;
-      if (res != nullptr) {
-        for (std::int64_t i = 0; i < cols; ++i)
-          d[i] = fn(s[i] + b + res[i]);
-      } else {
-        for (std::int64_t i = 0; i < cols; ++i)
-          d[i] = fn(s[i] + b);
-      }
-    } else if (res != nullptr) {
-      for (std::int64_t i = 0; i < cols; ++i)
-        d[i] = fn(s[i] + res[i]);
+__attribute__((always_inline)) inline void epilogue_run(const float* s, const float* res, float* d,
+                                                        std::int64_t count, const float* bias,
+                                                        Fn fn) {
+  if (bias != nullptr) {
+    const float b = *bias;
+    if (res != nullptr) {
+      for (std::int64_t i = 0; i < count; ++i)
+        d[i] = fn(s[i] + b + res[i]);
     } else {
-      for (std::int64_t i = 0; i < cols; ++i)
-        d[i] = fn(s[i]);
+      for (std::int64_t i = 0; i < count; ++i)
+        d[i] = fn(s[i] + b);
     }
+  } else if (res != nullptr) {
+    for (std::int64_t i = 0; i < count; ++i)
+      d[i] = fn(s[i] + res[i]);
+  } else {
+    for (std::int64_t i = 0; i < count; ++i)
+      d[i] = fn(s[i]);
   }
 }
 
-void flat_epilogue_generic(const float* src, std::int64_t src_stride, const float* residual,
-                           float* dst, std::int64_t rows, std::int64_t cols, const float* bias,
+// Rows narrower than this (MobileNet's 7- to 28-wide planes) go through the epilogue as one
+// flat run, in place, and are then copied out: row by row, most of each row fell into the
+// vector loop's scalar remainder (measured: the depthwise epilogue cost 3x its taps).
+constexpr std::int64_t kNarrowRow = 4 * kLanes;
+
+template <typename Fn>
+__attribute__((always_inline)) inline void epilogue_rows(
+    float* src, std::int64_t src_stride, const float* residual, float* dst, std::int64_t rows,
+    std::int64_t cols, const float* bias, Fn fn,
+    void (*copy_row)(const float*, float*, std::int64_t)) {
+  if (residual == nullptr && rows > 1 && cols < kNarrowRow) {
+    epilogue_run(src, nullptr, src, (rows - 1) * src_stride + cols, bias, fn);
+    for (std::int64_t r = 0; r < rows; ++r)
+      copy_row(src + r * src_stride, dst + r * cols, cols);
+    return;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    epilogue_run(src + r * src_stride, residual != nullptr ? residual + r * cols : nullptr,
+                 dst + r * cols, cols, bias, fn);
+  }
+}
+
+// Calls body(offset in the block, offset in the output plane, count) for each run of valid
+// columns of flat columns [first, first + cols).
+template <typename Body>
+__attribute__((always_inline)) inline void for_each_valid_run(const FlatTarget& f,
+                                                              std::int64_t first, std::int64_t cols,
+                                                              Body body) {
+  const std::int64_t end = first + cols;
+  for (std::int64_t t = first; t < end;) {
+    const std::int64_t oh = t / f.phase_w;
+    const std::int64_t ow = t % f.phase_w;
+    if (ow >= f.out_w) {  // junk: on to the next output row
+      t += f.phase_w - ow;
+      continue;
+    }
+    const std::int64_t count = std::min(f.out_w - ow, end - t);
+    body(t - first, oh * f.out_w + ow, count);
+    t += count;
+  }
+}
+
+void flat_epilogue_generic(float* src, std::int64_t src_stride, const float* residual, float* dst,
+                           std::int64_t rows, std::int64_t cols, const float* bias,
                            const math::Activation& activation) {
   math::with_activation_fn(activation, [&](auto fn) {
-    epilogue_rows(src, src_stride, residual, dst, rows, cols, bias, fn);
+    epilogue_rows(src, src_stride, residual, dst, rows, cols, bias, fn, copy_row_generic);
   });
 }
 
 #if defined(CGR_PHASES_X86)
-__attribute__((target("avx512f"))) void flat_epilogue_avx512(
-    const float* src, std::int64_t src_stride, const float* residual, float* dst, std::int64_t rows,
-    std::int64_t cols, const float* bias, const math::Activation& activation) {
+__attribute__((target("avx512f"))) void flat_epilogue_avx512(float* src, std::int64_t src_stride,
+                                                             const float* residual, float* dst,
+                                                             std::int64_t rows, std::int64_t cols,
+                                                             const float* bias,
+                                                             const math::Activation& activation) {
   // Each activation spelled out: a generic lambda's body would be compiled for the baseline
   // (measured: the baseline's 4-wide loop was a third of a 3x3 stride-2 conv's time).
   switch (activation.kind) {
     case math::ActivationKind::none:
-      return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias, math::IdentityFn{});
+      return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias, math::IdentityFn{},
+                           copy_row_avx512);
     case math::ActivationKind::relu:
-      return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias, math::ReluFn{});
+      return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias, math::ReluFn{},
+                           copy_row_avx512);
     case math::ActivationKind::leaky_relu:
       return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias,
-                           math::LeakyReluFn{activation.alpha});
+                           math::LeakyReluFn{activation.alpha}, copy_row_avx512);
     case math::ActivationKind::clip:
       return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias,
-                           math::ClipFn{activation.alpha, activation.beta});
+                           math::ClipFn{activation.alpha, activation.beta}, copy_row_avx512);
     case math::ActivationKind::unary:
       return epilogue_rows(src, src_stride, residual, dst, rows, cols, bias,
-                           math::UnaryFn{activation.unary, activation.alpha, activation.beta});
+                           math::UnaryFn{activation.unary, activation.alpha, activation.beta},
+                           copy_row_avx512);
   }
+}
+#endif
+
+#if defined(CGR_PHASES_X86)
+// A run of at most 32 floats: two masked moves.
+__attribute__((target("avx512f"))) inline void copy_short_avx512(const float* src, float* dst,
+                                                                 std::int64_t count) {
+  const auto low = static_cast<__mmask16>(count >= kLanes ? 0xffffu : (1u << count) - 1u);
+  _mm512_mask_storeu_ps(dst, low, _mm512_maskz_loadu_ps(low, src));
+  if (count > kLanes) {
+    const auto high = static_cast<__mmask16>((1u << (count - kLanes)) - 1u);
+    _mm512_mask_storeu_ps(dst + kLanes, high, _mm512_maskz_loadu_ps(high, src + kLanes));
+  }
+}
+
+__attribute__((target("avx512f"))) void flat_scatter_block_avx512(
+    const FlatTarget& f, const float* src, std::int64_t ld, std::int64_t row0, std::int64_t rows,
+    std::int64_t first, std::int64_t cols) {
+  for_each_valid_run(f, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      copy_short_avx512(src + r * ld + at_block, f.dst + (row0 + r) * f.plane + at, n);
+  });
+}
+
+__attribute__((target("avx512f"))) void flat_gather_block_avx512(const FlatTarget& f, float* dst,
+                                                                 std::int64_t ld, std::int64_t row0,
+                                                                 std::int64_t rows,
+                                                                 std::int64_t first,
+                                                                 std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::fill_n(dst + r * ld, cols, 0.0f);
+  for_each_valid_run(f, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      copy_short_avx512(f.residual + (row0 + r) * f.plane + at, dst + r * ld + at_block, n);
+  });
 }
 #endif
 
@@ -211,7 +287,7 @@ void PhaseLayout::copy(const float* in, float* dst, bool write_padding, float pa
   }
 }
 
-void flat_epilogue(const float* src, std::int64_t src_stride, const float* residual, float* dst,
+void flat_epilogue(float* src, std::int64_t src_stride, const float* residual, float* dst,
                    std::int64_t rows, std::int64_t cols, const float* bias,
                    const math::Activation& activation, bool avx512) {
 #if defined(CGR_PHASES_X86)
@@ -222,6 +298,41 @@ void flat_epilogue(const float* src, std::int64_t src_stride, const float* resid
   (void)avx512;
 #endif
   flat_epilogue_generic(src, src_stride, residual, dst, rows, cols, bias, activation);
+}
+
+void flat_scatter_block(const FlatTarget& target, const float* src, std::int64_t ld,
+                        std::int64_t row0, std::int64_t rows, std::int64_t first,
+                        std::int64_t cols) {
+#if defined(CGR_PHASES_X86)
+  if (target.avx512 && has_avx512()) {
+    return flat_scatter_block_avx512(target, src, ld, row0, rows, first, cols);
+  }
+#endif
+  for_each_valid_run(
+      target, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::memcpy(target.dst + (row0 + r) * target.plane + at, src + r * ld + at_block,
+                      static_cast<std::size_t>(n) * sizeof(float));
+        }
+      });
+}
+
+void flat_gather_block(const FlatTarget& target, float* dst, std::int64_t ld, std::int64_t row0,
+                       std::int64_t rows, std::int64_t first, std::int64_t cols) {
+#if defined(CGR_PHASES_X86)
+  if (target.avx512 && has_avx512()) {
+    return flat_gather_block_avx512(target, dst, ld, row0, rows, first, cols);
+  }
+#endif
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::fill_n(dst + r * ld, cols, 0.0f);
+  for_each_valid_run(
+      target, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::memcpy(dst + r * ld + at_block, target.residual + (row0 + r) * target.plane + at,
+                      static_cast<std::size_t>(n) * sizeof(float));
+        }
+      });
 }
 
 }  // namespace cgr::cpu

@@ -41,10 +41,31 @@ struct PhaseLayout {
 // The flat result of a kernel over phases (t = oh * phase_w + ow: rows src_stride apart, the
 // junk columns between them dropped) out to a dense rows x cols plane, with the GEMM's
 // epilogue in its order: dst[r][i] = activation(src[r][i] (+ *bias) (+ residual[r][i])); bias
-// and residual may be null. Each element on its own, so the AVX-512 loop (avx512: the caller's
-// micro-kernel runs AVX-512) gives the baseline loop's bits.
-void flat_epilogue(const float* src, std::int64_t src_stride, const float* residual, float* dst,
+// and residual may be null; src is scratch (narrow rows are finished in place, then copied).
+// Each element on its own, so the AVX-512 loops (avx512: the caller's micro-kernel runs
+// AVX-512) give the baseline loops' bits.
+void flat_epilogue(float* src, std::int64_t src_stride, const float* residual, float* dst,
                    std::int64_t rows, std::int64_t cols, const float* bias,
                    const math::Activation& activation, bool avx512);
+
+// A block of a flat result and its place in a dense output: output row r (a channel) is the
+// plane dst + r * plane (residual likewise); flat column t lands at (t / phase_w, t % phase_w)
+// of its plane unless it is one of the junk columns past out_w. avx512: AVX-512 copies.
+struct FlatTarget {
+  float* dst = nullptr;
+  const float* residual = nullptr;
+  std::int64_t plane = 0;
+  std::int64_t phase_w = 0, out_w = 0;
+  bool avx512 = false;
+};
+// Copies the valid columns of rows [row0, row0 + rows) x flat columns [first, first + cols) of
+// a flat result (src, row stride ld; cols at most 32) to target.dst.
+void flat_scatter_block(const FlatTarget& target, const float* src, std::int64_t ld,
+                        std::int64_t row0, std::int64_t rows, std::int64_t first,
+                        std::int64_t cols);
+// The inverse, from target.residual: the same block in flat layout into dst (row stride ld),
+// zero at junk columns; the caller zeroes what lies outside rows x cols.
+void flat_gather_block(const FlatTarget& target, float* dst, std::int64_t ld, std::int64_t row0,
+                       std::int64_t rows, std::int64_t first, std::int64_t cols);
 
 }  // namespace cgr::cpu

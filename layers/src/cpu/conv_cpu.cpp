@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
@@ -299,6 +300,7 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
       }
     }
   }
+  flat_avx512_ = std::string_view(kernel_->name) == "avx512";
 #if defined(CGR_CONV_X86)
   // Gather indices are 32-bit: keep to rows they can address.
   __builtin_cpu_init();

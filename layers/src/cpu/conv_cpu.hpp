@@ -86,6 +86,7 @@ class ConvKernelCpu {
   // image (outside it im2col writes the zero padding).
   std::vector<std::int64_t> kw_begin_, kw_end_;
   bool im2col_avx512_ = false;  // 32-column strips built with AVX-512 masked loads
+  bool flat_avx512_ = false;    // the flat result copied out with AVX-512 (as the GEMM runs)
 
   // One group: no im2col. pointwise (1x1, stride 1, unpadded): B is the input itself, row c
   // at c * H * W; phases: B is a copy of the zero-padded input split into stride_h x stride_w

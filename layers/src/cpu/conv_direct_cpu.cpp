@@ -14,7 +14,6 @@
 // pass of its own.
 // The arithmetic per output is the im2col path's, fma for fma, so the bits are the same.
 #include <algorithm>
-#include <string_view>
 
 #include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
@@ -91,7 +90,7 @@ void ConvKernelCpu::run_direct(const float* input, const float* residual, float*
       target.plane = columns_;
       target.phase_w = phases_.phase_w;
       target.out_w = g.out_w;
-      target.avx512 = std::string_view(kernel_->name) == "avx512";
+      target.avx512 = flat_avx512_;
       p.sink.context = &target;
       p.sink.scatter = [](const void* context, float* tile, std::int64_t ld, std::int64_t row0,
                           std::int64_t col0, std::int64_t rows, std::int64_t cols) {

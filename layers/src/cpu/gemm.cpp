@@ -302,7 +302,7 @@ void sink_tile(const MicroKernel& kernel, TileArgs t, const TileSink& sink, std:
       std::memcpy(c_buf + r * nr, t.c + r * t.ldc, cols * 4);
   }
   if (sink.gather != nullptr) {
-    if (partial) std::fill_n(r_buf, kMaxMr * kMaxNr, 0.0f);
+    std::fill_n(r_buf, kMaxMr * kMaxNr, 0.0f);  // junk columns and rows past m: zero
     sink.gather(sink.context, r_buf, nr, row0, col0, rows, cols);
     t.residual = r_buf;
     t.ldr = nr;

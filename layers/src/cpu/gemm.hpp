@@ -138,8 +138,8 @@ void pack_b_strided(const float* b, std::int64_t k_stride, std::int64_t col_stri
 // Where a product's finished tiles go instead of C (the direct conv's flat result, whose valid
 // columns are scattered to the output): scatter(context, tile, ld, row0, col0, rows, cols) gets
 // the tile's rows x cols values (row stride ld) for C's rows from row0 and columns from col0,
-// epilogue applied. gather (null: no residual) fills the same block of the residual in C's
-// layout, zero where it has none.
+// epilogue applied. gather (null: no residual) copies the same block of the residual into C's
+// layout over a zeroed tile (junk columns stay zero).
 struct TileSink {
   using Block = void (*)(const void* context, float* tile, std::int64_t ld, std::int64_t row0,
                          std::int64_t col0, std::int64_t rows, std::int64_t cols);

@@ -20,8 +20,8 @@ void copy_row_generic(const float* src, float* dst, std::int64_t count) {
 
 #if defined(CGR_PHASES_X86)
 // Masked vector moves: MobileNet's and GoogLeNet's 7- to 14-wide rows without a memcpy call each.
-__attribute__((target("avx512f"))) void copy_row_avx512(const float* src, float* dst,
-                                                        std::int64_t count) {
+__attribute__((target("avx512f"))) inline void copy_row_avx512(const float* src, float* dst,
+                                                               std::int64_t count) {
   std::int64_t i = 0;
   for (; i + kLanes <= count; i += kLanes)
     _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
@@ -170,40 +170,37 @@ __attribute__((target("avx512f"))) void flat_epilogue_avx512(float* src, std::in
 }
 #endif
 
+// Copies the valid runs of a block of a flat result (row stride ld) to the output planes at
+// `plane` (ToPlane: a scatter) or from them (a gather).
+template <bool ToPlane, typename Plane, typename Copy>
+__attribute__((always_inline)) inline void move_valid_runs(const FlatTarget& f, float* block,
+                                                           std::int64_t ld, Plane* plane,
+                                                           std::int64_t row0, std::int64_t rows,
+                                                           std::int64_t first, std::int64_t cols,
+                                                           Copy copy) {
+  for_each_valid_run(f, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* b = block + r * ld + at_block;
+      Plane* o = plane + (row0 + r) * f.plane + at;
+      if constexpr (ToPlane) {
+        copy(b, o, n);
+      } else {
+        copy(o, b, n);
+      }
+    }
+  });
+}
+
+template <bool ToPlane, typename Plane>
+void move_block(const FlatTarget& f, float* block, std::int64_t ld, Plane* plane, std::int64_t row0,
+                std::int64_t rows, std::int64_t first, std::int64_t cols) {
 #if defined(CGR_PHASES_X86)
-// A run of at most 32 floats: two masked moves.
-__attribute__((target("avx512f"))) inline void copy_short_avx512(const float* src, float* dst,
-                                                                 std::int64_t count) {
-  const auto low = static_cast<__mmask16>(count >= kLanes ? 0xffffu : (1u << count) - 1u);
-  _mm512_mask_storeu_ps(dst, low, _mm512_maskz_loadu_ps(low, src));
-  if (count > kLanes) {
-    const auto high = static_cast<__mmask16>((1u << (count - kLanes)) - 1u);
-    _mm512_mask_storeu_ps(dst + kLanes, high, _mm512_maskz_loadu_ps(high, src + kLanes));
+  if (f.avx512 && has_avx512()) {
+    return move_valid_runs<ToPlane>(f, block, ld, plane, row0, rows, first, cols, copy_row_avx512);
   }
-}
-
-__attribute__((target("avx512f"))) void flat_scatter_block_avx512(
-    const FlatTarget& f, const float* src, std::int64_t ld, std::int64_t row0, std::int64_t rows,
-    std::int64_t first, std::int64_t cols) {
-  for_each_valid_run(f, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
-    for (std::int64_t r = 0; r < rows; ++r)
-      copy_short_avx512(src + r * ld + at_block, f.dst + (row0 + r) * f.plane + at, n);
-  });
-}
-
-__attribute__((target("avx512f"))) void flat_gather_block_avx512(const FlatTarget& f, float* dst,
-                                                                 std::int64_t ld, std::int64_t row0,
-                                                                 std::int64_t rows,
-                                                                 std::int64_t first,
-                                                                 std::int64_t cols) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::fill_n(dst + r * ld, cols, 0.0f);
-  for_each_valid_run(f, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
-    for (std::int64_t r = 0; r < rows; ++r)
-      copy_short_avx512(f.residual + (row0 + r) * f.plane + at, dst + r * ld + at_block, n);
-  });
-}
 #endif
+  move_valid_runs<ToPlane>(f, block, ld, plane, row0, rows, first, cols, copy_row_generic);
+}
 
 // The valid range [begin, end) of phase indices k whose input index k * stride + first lies
 // in [0, size), clamped to [0, count).
@@ -300,39 +297,14 @@ void flat_epilogue(float* src, std::int64_t src_stride, const float* residual, f
   flat_epilogue_generic(src, src_stride, residual, dst, rows, cols, bias, activation);
 }
 
-void flat_scatter_block(const FlatTarget& target, const float* src, std::int64_t ld,
-                        std::int64_t row0, std::int64_t rows, std::int64_t first,
-                        std::int64_t cols) {
-#if defined(CGR_PHASES_X86)
-  if (target.avx512 && has_avx512()) {
-    return flat_scatter_block_avx512(target, src, ld, row0, rows, first, cols);
-  }
-#endif
-  for_each_valid_run(
-      target, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
-        for (std::int64_t r = 0; r < rows; ++r) {
-          std::memcpy(target.dst + (row0 + r) * target.plane + at, src + r * ld + at_block,
-                      static_cast<std::size_t>(n) * sizeof(float));
-        }
-      });
+void flat_scatter_block(const FlatTarget& target, float* src, std::int64_t ld, std::int64_t row0,
+                        std::int64_t rows, std::int64_t first, std::int64_t cols) {
+  move_block<true>(target, src, ld, target.dst, row0, rows, first, cols);
 }
 
 void flat_gather_block(const FlatTarget& target, float* dst, std::int64_t ld, std::int64_t row0,
                        std::int64_t rows, std::int64_t first, std::int64_t cols) {
-#if defined(CGR_PHASES_X86)
-  if (target.avx512 && has_avx512()) {
-    return flat_gather_block_avx512(target, dst, ld, row0, rows, first, cols);
-  }
-#endif
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::fill_n(dst + r * ld, cols, 0.0f);
-  for_each_valid_run(
-      target, first, cols, [&](std::int64_t at_block, std::int64_t at, std::int64_t n) {
-        for (std::int64_t r = 0; r < rows; ++r) {
-          std::memcpy(dst + r * ld + at_block, target.residual + (row0 + r) * target.plane + at,
-                      static_cast<std::size_t>(n) * sizeof(float));
-        }
-      });
+  move_block<false>(target, dst, ld, target.residual, row0, rows, first, cols);
 }
 
 }  // namespace cgr::cpu

@@ -59,12 +59,11 @@ struct FlatTarget {
   bool avx512 = false;
 };
 // Copies the valid columns of rows [row0, row0 + rows) x flat columns [first, first + cols) of
-// a flat result (src, row stride ld; cols at most 32) to target.dst.
-void flat_scatter_block(const FlatTarget& target, const float* src, std::int64_t ld,
-                        std::int64_t row0, std::int64_t rows, std::int64_t first,
-                        std::int64_t cols);
-// The inverse, from target.residual: the same block in flat layout into dst (row stride ld),
-// zero at junk columns; the caller zeroes what lies outside rows x cols.
+// a flat result (src, row stride ld) to target.dst.
+void flat_scatter_block(const FlatTarget& target, float* src, std::int64_t ld, std::int64_t row0,
+                        std::int64_t rows, std::int64_t first, std::int64_t cols);
+// The inverse, from target.residual: the same block in flat layout into dst (row stride ld);
+// junk columns are left as they are (the caller zeroes dst first).
 void flat_gather_block(const FlatTarget& target, float* dst, std::int64_t ld, std::int64_t row0,
                        std::int64_t rows, std::int64_t first, std::int64_t cols);
 

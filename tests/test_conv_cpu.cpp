@@ -14,6 +14,7 @@
 #include "cgr/error.hpp"
 #include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
+#include "cpu/depthwise_conv_cpu.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/linear_cpu.hpp"
 #include "cpu/matmul_cpu.hpp"
@@ -317,6 +318,86 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
         first = serial;
       } else {
         CHECK(same_bits(first, serial));
+      }
+    }
+  }
+}
+
+TEST_CASE("depthwise conv cpu: channels in lanes give the planes' bits for every activation") {
+  // The AVX-512 kernel takes the channel-lane path (a multiplier of 1), the AVX2 one the
+  // planes; both run the same fma chain per output, so every bit must agree, NaN, Inf and
+  // signed zeros included, with and without bias and residual, on full and partial channel
+  // blocks, strides, dilation, asymmetric padding and a Unary activation (the lanes' fallback).
+  const gemm::MicroKernel* avx512 = nullptr;
+  const gemm::MicroKernel* avx2 = nullptr;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (std::string(kernel->name) == "avx512") avx512 = kernel;
+    if (std::string(kernel->name) == "avx2") avx2 = kernel;
+  }
+  if (avx512 == nullptr || avx2 == nullptr) {
+    MESSAGE("skipped: this CPU lacks AVX-512 or AVX2");
+    return;
+  }
+  std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 20, 7, 7, 20, 3, 3, 1, 1, 1, 20)),
+      finish(make_geometry(2, 37, 15, 13, 37, 3, 3, 2, 1, 1, 37)),
+      finish(make_geometry(1, 16, 9, 30, 16, 5, 5, 1, 4, 2, 16)),
+      finish(make_geometry(1, 5, 40, 37, 5, 5, 5, 3, 2, 1, 5)),
+      finish(make_geometry(1, 33, 6, 70, 33, 1, 1, 1, 0, 1, 33)),
+  };
+  ConvGeometry asym = make_geometry(1, 18, 12, 19, 18, 3, 5, 1, 0, 1, 18);
+  asym.pad_top = 0;
+  asym.pad_bottom = 2;
+  asym.pad_left = 3;
+  asym.pad_right = 1;
+  asym.stride_w = 2;
+  shapes.push_back(finish(asym));
+  const std::vector<cgr::math::Activation> activations = {
+      kNoActivation,
+      kRelu,
+      {.kind = cgr::math::ActivationKind::clip, .alpha = -0.25f, .beta = 0.5f},
+      {.kind = cgr::math::ActivationKind::leaky_relu, .alpha = 0.1f},
+      {.kind = cgr::math::ActivationKind::unary, .unary = cgr::math::UnaryOp::silu},
+  };
+  cgr::ThreadPool pool(2);
+  std::uint32_t seed = 500;
+  for (const ConvGeometry& g : shapes) {
+    const auto finite = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    auto special = finite;
+    special[1] = std::numeric_limits<float>::quiet_NaN();
+    special[special.size() / 2] = std::numeric_limits<float>::infinity();
+    special[special.size() - 3] = -std::numeric_limits<float>::infinity();
+    for (std::size_t i = 5; i < special.size(); i += 7)
+      special[i] = -0.0f;
+    // Variants 0-3: finite input (also against the reference); 4-7: with NaN, Inf and -0.
+    for (int variant = 0; variant < 8; ++variant) {
+      const std::vector<float>& input = variant < 4 ? finite : special;
+      const std::vector<float> no_bias;
+      const std::vector<float>& b = variant % 2 == 0 ? no_bias : bias;
+      const float* res = variant % 4 >= 2 ? residual.data() : nullptr;
+      for (const cgr::math::Activation& activation : activations) {
+        INFO(g.in_channels << " channels at " << g.in_h << "x" << g.in_w << " kernel " << g.kernel_h
+                           << "x" << g.kernel_w << " stride " << g.stride_h << " / variant "
+                           << variant << " / activation " << static_cast<int>(activation.kind));
+        std::vector<float> planes(output_size(g), std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> lanes = planes;
+        {
+          KernelOverride override_kernel(avx2);
+          const cgr::cpu::DepthwiseConvCpu conv(g, weight, b);
+          CHECK_FALSE(conv.channel_lanes());
+          conv.run(input.data(), res, planes.data(), activation, nullptr);
+        }
+        {
+          KernelOverride override_kernel(avx512);
+          const cgr::cpu::DepthwiseConvCpu conv(g, weight, b);
+          REQUIRE(conv.channel_lanes());
+          conv.run(input.data(), res, lanes.data(), activation, &pool);
+        }
+        CHECK(same_bits(planes, lanes));
+        if (variant < 4) check_close(lanes, reference_conv(g, input, weight, b, res, activation));
       }
     }
   }

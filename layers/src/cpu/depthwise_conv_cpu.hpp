@@ -1,12 +1,18 @@
 // CPU depthwise convolution (each output channel reads one input channel: groups ==
-// in_channels, any channel multiplier), computed directly, plane by plane. Used by
-// ConvKernelCpu, the Conv2d CPU kernel, when a group has one input channel.
+// in_channels, any channel multiplier), computed directly. Used by ConvKernelCpu, the Conv2d
+// CPU kernel, when a group has one input channel.
 //
 // Why not im2col + GEMM: with K = kernel_h x kernel_w (9) and M = the multiplier (1), the GEMM
 // pads M to the micro-kernel's 8 rows and spends its time on im2col; MobileNet's depthwise
-// layers ran at ~2 GFLOP/s that way. Here the output accumulates kernel_h x kernel_w shifted,
-// zero-padded copies of the input (the vectorised axis is the output column), then the
-// epilogue (bias, residual, activation) runs over each finished row.
+// layers ran at ~2 GFLOP/s that way. Two direct paths, the same fma chain per output (so the
+// same bits):
+// - channels in lanes (AVX-512, multiplier 1): 16 channels of an image are transposed into a
+//   zero-padded channels-last copy, each output is one fma per tap on full vectors whatever
+//   the plane's width or stride, and strips of the result are transposed back with the
+//   epilogue. MobileNet's 7x7 to 28x28 planes filled a fraction of each vector by rows.
+// - planes (otherwise): the output accumulates kernel_h x kernel_w shifted, zero-padded copies
+//   of one input plane (the vectorised axis is the output column), then the epilogue (bias,
+//   residual, activation) runs over the finished plane.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +41,13 @@ class DepthwiseConvCpu {
   void run(const float* input, const float* residual, float* output,
            const math::Activation& activation, ThreadPool* pool) const;
 
+  // Whether run() takes the channel-lane path (the .cpp says when and why).
+  bool channel_lanes() const { return channel_lanes_; }
+
  private:
+  void run_channel_lanes(const float* input, const float* residual, float* output,
+                         const math::Activation& activation, ThreadPool* pool) const;
+
   Conv2dGeometry geometry_;
   std::vector<float> weight_;  // out_channels x kernel_h x kernel_w
   std::vector<float> bias_;    // out_channels, or empty
@@ -47,6 +59,13 @@ class DepthwiseConvCpu {
   std::vector<std::int64_t> tap_offsets_;  // kernel_h x kernel_w, into the phases
   bool avx512_ = false;
   bool avx2_ = false;  // AVX2 + FMA
+
+  // The channel-lane path: 16 channels in the lanes of a vector.
+  bool channel_lanes_ = false;
+  std::int64_t padded_h_ = 0, padded_w_ = 0;    // the zero-padded input, channels last
+  std::vector<float> lane_weight_;              // [channel block][tap][16 lanes]
+  std::vector<float> lane_bias_;                // [channel block][16 lanes], or empty
+  std::vector<std::int64_t> lane_tap_offsets_;  // per tap, floats into the padded input
 };
 
 }  // namespace cgr::cpu

@@ -101,6 +101,10 @@ __attribute__((always_inline)) inline void epilogue_rows(
     float* src, std::int64_t src_stride, const float* residual, float* dst, std::int64_t rows,
     std::int64_t cols, const float* bias, Fn fn,
     void (*copy_row)(const float*, float*, std::int64_t)) {
+  if (src_stride == cols) {  // no junk columns: one run
+    epilogue_run(src, residual, dst, rows * cols, bias, fn);
+    return;
+  }
   if (residual == nullptr && rows > 1 && cols < kNarrowRow) {
     epilogue_run(src, nullptr, src, (rows - 1) * src_stride + cols, bias, fn);
     for (std::int64_t r = 0; r < rows; ++r)

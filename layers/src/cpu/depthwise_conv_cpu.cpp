@@ -30,6 +30,7 @@
 
 #include "cgr/thread_pool.hpp"
 #include "cpu/gemm.hpp"
+#include "cpu/lanes.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CGR_DEPTHWISE_X86 1
@@ -139,81 +140,9 @@ __attribute__((target("avx2,fma"))) void taps_avx2(const Taps& t, float* out, st
 // the lanes of a vector, so every tap of every output is one full-vector fma whatever the
 // plane's width, stride or dilation.
 
-// GCC 12's unpack and shuffle intrinsics start from _mm512_undefined_ps(), which its
-// -Wmaybe-uninitialized reports once inlined; the value is never read.
+// GCC 12's intrinsics again (lanes.hpp's transpose16).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// r[i] lane j <- r[j] lane i.
-__attribute__((target("avx512f"), always_inline)) inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  // r[4i + k] now holds, in each 128-bit quarter q, rows 4i..4i+3 of column 4q + k.
-  for (int i = 0; i < 2; ++i) {
-    for (int k = 0; k < 4; ++k) {
-      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
-      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
-    }
-  }
-  for (int k = 0; k < 8; ++k) {
-    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
-    r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
-  }
-}
-
-// `channels` (<= 16) planes of in_h x in_w, `plane` floats apart, into the interior of a
-// zero-padded channels-last image (padded_w x 16 floats a row); lanes of missing channels
-// get zeros. Padding cells are not written.
-__attribute__((target("avx512f"))) void planes_to_lanes(const float* in, std::int64_t plane,
-                                                        std::int64_t channels,
-                                                        const Conv2dGeometry& g,
-                                                        std::int64_t padded_w, float* padded) {
-  const std::int64_t count = g.in_h * g.in_w;
-  std::int64_t ih = 0, iw = 0;
-  for (std::int64_t i0 = 0; i0 < count; i0 += kLanes) {
-    const std::int64_t n = std::min(kLanes, count - i0);
-    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
-    __m512 r[16];
-    for (std::int64_t c = 0; c < 16; ++c)
-      r[c] = c < channels ? _mm512_maskz_loadu_ps(mask, in + c * plane + i0) : _mm512_setzero_ps();
-    transpose16(r);
-    for (std::int64_t j = 0; j < n; ++j) {
-      _mm512_storeu_ps(padded + ((ih + g.pad_top) * padded_w + iw + g.pad_left) * kLanes, r[j]);
-      if (++iw == g.in_w) {
-        iw = 0;
-        ++ih;
-      }
-    }
-  }
-}
-
-// The inverse for a dense channels-last result of `count` points: lanes [0, channels) out to
-// planes `plane` floats apart.
-__attribute__((target("avx512f"))) void lanes_to_planes(const float* lanes, std::int64_t count,
-                                                        std::int64_t channels, float* out,
-                                                        std::int64_t plane) {
-  for (std::int64_t t0 = 0; t0 < count; t0 += kLanes) {
-    const std::int64_t n = std::min(kLanes, count - t0);
-    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
-    __m512 r[16];
-    for (std::int64_t j = 0; j < 16; ++j)
-      r[j] = j < n ? _mm512_loadu_ps(lanes + (t0 + j) * kLanes) : _mm512_setzero_ps();
-    transpose16(r);
-    for (std::int64_t c = 0; c < channels; ++c)
-      _mm512_mask_storeu_ps(out + c * plane + t0, mask, r[c]);
-  }
-}
 
 // The epilogue's activations that have a vector form here, with Activation's semantics to the
 // bit (NaN passes through every one: the comparisons are ordered, so false for NaN).
@@ -252,9 +181,7 @@ __attribute__((target("avx512f"))) void lanes_to_output(const float* lanes, std:
     const std::int64_t n = std::min(kLanes, count - t0);
     const auto mask = static_cast<__mmask16>((1u << n) - 1u);
     __m512 r[16];
-    for (std::int64_t j = 0; j < 16; ++j)
-      r[j] = j < n ? _mm512_loadu_ps(lanes + (t0 + j) * kLanes) : _mm512_setzero_ps();
-    transpose16(r);
+    lanes::load_points(lanes, t0, n, r);
     for (std::int64_t c = 0; c < channels; ++c) {
       __m512 x = r[c];
       if (residual != nullptr)
@@ -383,6 +310,7 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
   const std::int64_t grain =
       std::max<std::int64_t>(1, gemm::ceil_div(kTaskMacs, kLanes * out_plane * taps));
   const std::int64_t padded_floats = padded_h_ * padded_w_ * kLanes;
+  const lanes::PaddedImage image{g.in_h, g.in_w, g.pad_top, g.pad_left, padded_w_};
   // Output rows go through the taps, the transpose and the epilogue a strip at a time, so the
   // strip's buffers stay in L1 next to the rows of the padded image they read.
   const std::int64_t strip_rows = std::clamp<std::int64_t>(kStripPoints / g.out_w, 1, g.out_h);
@@ -415,28 +343,28 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
         static_cast<std::size_t>(padded_floats + 2 * strip_points * kLanes + kLanes), 0.0f);
     auto* const padded = reinterpret_cast<float*>(
         (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t{63});
-    float* const lanes = padded + padded_floats;
-    float* const planes = lanes + strip_points * kLanes;
+    float* const strip = padded + padded_floats;
+    float* const planes = strip + strip_points * kLanes;
     for (std::int64_t task = begin; task < end; ++task) {
       const std::int64_t n = task / blocks;
       const std::int64_t block = task % blocks;
       const std::int64_t c0 = block * kLanes;
       const std::int64_t channels = std::min(kLanes, g.out_channels - c0);
-      planes_to_lanes(input + (n * g.in_channels + c0) * in_plane, in_plane, channels, g, padded_w_,
-                      padded);
+      lanes::planes_to_lanes(input + (n * g.in_channels + c0) * in_plane, in_plane, channels, image,
+                             padded);
       for (std::int64_t oh0 = 0; oh0 < g.out_h; oh0 += strip_rows) {
         const std::int64_t rows = std::min(strip_rows, g.out_h - oh0);
         lane_taps(padded, padded_w_, g, lane_weight_.data() + block * taps * kLanes,
                   lane_tap_offsets_.data(), taps,
-                  lane_bias_.empty() ? nullptr : lane_bias_.data() + c0, oh0, oh0 + rows, lanes);
+                  lane_bias_.empty() ? nullptr : lane_bias_.data() + c0, oh0, oh0 + rows, strip);
         const std::int64_t at = (n * g.out_channels + c0) * out_plane + oh0 * g.out_w;
         const float* res = residual != nullptr ? residual + at : nullptr;
         if (finish != nullptr) {
-          finish(lanes, rows * g.out_w, channels, res, output + at, out_plane, activation.alpha,
+          finish(strip, rows * g.out_w, channels, res, output + at, out_plane, activation.alpha,
                  activation.beta);
           continue;
         }
-        lanes_to_planes(lanes, rows * g.out_w, channels, planes, strip_points);
+        lanes::lanes_to_planes(strip, rows * g.out_w, channels, planes, strip_points);
         for (std::int64_t c = 0; c < channels; ++c) {
           flat_epilogue(planes + c * strip_points, g.out_w,
                         res != nullptr ? res + c * out_plane : nullptr, output + at + c * out_plane,

@@ -2,10 +2,14 @@
 #include "cpu/pool_cpu.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <string_view>
 
 #include "cgr/layers/element_math.hpp"
 #include "cgr/thread_pool.hpp"
+#include "cpu/gemm.hpp"
+#include "cpu/lanes.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CGR_POOL_X86 1
@@ -81,6 +85,79 @@ __attribute__((target("avx512f"))) void pool_flat_avx512(const float* phases,
   if (vectors == 2) pool_block_avx512<Max, 2>(phases, offsets, taps, out, t0, count);
   if (vectors == 1) pool_block_avx512<Max, 1>(phases, offsets, taps, out, t0, count);
 }
+
+// Output points per strip of the lane path: its buffer fills 16 KiB.
+constexpr std::int64_t kStripPoints = 256;
+
+// V outputs along a row, `step` floats apart in the padded copy from `at`, into `result`
+// (V x 16 floats): the window's max / sum over the taps in order.
+template <bool Max, int V>
+__attribute__((target("avx512f"), always_inline)) inline void lane_pool_block(
+    const float* at, std::int64_t step, const std::int64_t* offsets, std::int64_t taps,
+    float* result) {
+  __m512 acc[V];
+  for (int v = 0; v < V; ++v)
+    acc[v] = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  for (std::int64_t k = 0; k < taps; ++k) {
+    const float* p = at + offsets[k];
+    for (int v = 0; v < V; ++v) {
+      const __m512 x = _mm512_loadu_ps(p + v * step);
+      acc[v] = Max ? max_step(acc[v], x) : _mm512_add_ps(acc[v], x);
+    }
+  }
+  for (int v = 0; v < V; ++v)
+    _mm512_storeu_ps(result + v * lanes::kLanes, acc[v]);
+}
+
+// Output rows [oh0, oh1) of a block: result[((oh - oh0) * out_w + ow) * 16 + lane].
+template <bool Max>
+__attribute__((target("avx512f"))) void lane_pool(const float* padded, std::int64_t padded_w,
+                                                  const Pool2dGeometry& g,
+                                                  const std::int64_t* offsets, std::int64_t taps,
+                                                  std::int64_t oh0, std::int64_t oh1,
+                                                  float* result) {
+  constexpr std::int64_t L = lanes::kLanes;
+  const std::int64_t step = g.stride_w * L;
+  for (std::int64_t oh = oh0; oh < oh1; ++oh) {
+    const float* row = padded + oh * g.stride_h * padded_w * L;
+    float* out = result + (oh - oh0) * g.out_w * L;
+    std::int64_t ow = 0;
+    for (; ow + 8 <= g.out_w; ow += 8)
+      lane_pool_block<Max, 8>(row + ow * step, step, offsets, taps, out + ow * L);
+    if (ow + 4 <= g.out_w) {
+      lane_pool_block<Max, 4>(row + ow * step, step, offsets, taps, out + ow * L);
+      ow += 4;
+    }
+    if (ow + 2 <= g.out_w) {
+      lane_pool_block<Max, 2>(row + ow * step, step, offsets, taps, out + ow * L);
+      ow += 2;
+    }
+    if (ow < g.out_w) lane_pool_block<Max, 1>(row + ow * step, step, offsets, taps, out + ow * L);
+  }
+}
+
+// A strip's `count` points out to `planes` planes `plane` floats apart, divided by the
+// average's divisor per point (null: max).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see lanes::transpose16
+__attribute__((target("avx512f"))) void lane_pool_out(const float* strip, std::int64_t count,
+                                                      std::int64_t planes, const float* divisor,
+                                                      float* out, std::int64_t plane) {
+  for (std::int64_t t0 = 0; t0 < count; t0 += lanes::kLanes) {
+    const std::int64_t n = std::min(lanes::kLanes, count - t0);
+    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
+    __m512 r[16];
+    lanes::load_points(strip, t0, n, r);
+    const __m512 d = divisor != nullptr
+                         ? _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, divisor + t0)
+                         : _mm512_set1_ps(1.0f);
+    for (std::int64_t c = 0; c < planes; ++c) {
+      const __m512 v = divisor != nullptr ? _mm512_div_ps(r[c], d) : r[c];
+      _mm512_mask_storeu_ps(out + c * plane + t0, mask, v);
+    }
+  }
+}
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
@@ -121,12 +198,82 @@ PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
 #if defined(CGR_POOL_X86)
   __builtin_cpu_init();
   avx512_ = __builtin_cpu_supports("avx512f");
+  // Planes in lanes where the GEMM runs AVX-512 too (so the tests' kernel override, gemm.hpp,
+  // also picks the flat path here).
+  lanes_ = avx512_ && std::string_view(gemm::best_kernel().name) == "avx512";
+#endif
+  if (!lanes_) return;
+  padded_h_ = padded_h;
+  padded_w_ = padded_w;
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
+      lane_offsets_.push_back((kh * g.dilation_h * padded_w + kw * g.dilation_w) * lanes::kLanes);
+  }
+  if (kind_ == PoolKind::average) {
+    // The flat path's divisor, float(dh * dw), per output point.
+    divisor_.resize(static_cast<std::size_t>(std::max<std::int64_t>(0, g.out_h * g.out_w)));
+    for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        divisor_[static_cast<std::size_t>(oh * g.out_w + ow)] = static_cast<float>(
+            divisor_h_[static_cast<std::size_t>(oh)] * divisor_w_[static_cast<std::size_t>(ow)]);
+      }
+    }
+  }
+}
+
+void PoolKernelCpu::run_lanes(const float* x, float* y, ThreadPool& pool) const {
+#if defined(CGR_POOL_X86)
+  const Pool2dGeometry& g = g_;
+  constexpr std::int64_t L = lanes::kLanes;
+  const bool max = kind_ == PoolKind::max;
+  const std::int64_t blocks = (g.planes + L - 1) / L;
+  const std::int64_t in_plane = g.in_h * g.in_w;
+  const std::int64_t out_plane = g.out_h * g.out_w;
+  const auto taps = static_cast<std::int64_t>(lane_offsets_.size());
+  const std::int64_t padded_floats = padded_h_ * padded_w_ * L;
+  const std::int64_t strip_rows = std::clamp<std::int64_t>(kStripPoints / g.out_w, 1, g.out_h);
+  const lanes::PaddedImage image{g.in_h, g.in_w, g.pad_top, g.pad_left, padded_w_};
+  const auto grain = static_cast<std::size_t>(
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(kTaskOutputs) / (L * out_plane)));
+  pool.parallel_for(
+      static_cast<std::size_t>(blocks), grain, [&](std::size_t begin, std::size_t end) {
+        // The padded copy, its padding cells at the neutral value for every block, then a strip's
+        // result; aligned to a cache line.
+        std::vector<float> scratch(
+            static_cast<std::size_t>(padded_floats + strip_rows * g.out_w * L + L),
+            max ? -std::numeric_limits<float>::infinity() : 0.0f);
+        auto* const padded = reinterpret_cast<float*>(
+            (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t{63});
+        float* const strip = padded + padded_floats;
+        for (auto block = static_cast<std::int64_t>(begin); block < static_cast<std::int64_t>(end);
+             ++block) {
+          const std::int64_t p0 = block * L;
+          const std::int64_t planes = std::min(L, g.planes - p0);
+          lanes::planes_to_lanes(x + p0 * in_plane, in_plane, planes, image, padded);
+          for (std::int64_t oh0 = 0; oh0 < g.out_h; oh0 += strip_rows) {
+            const std::int64_t rows = std::min(strip_rows, g.out_h - oh0);
+            if (max) {
+              lane_pool<true>(padded, padded_w_, g, lane_offsets_.data(), taps, oh0, oh0 + rows,
+                              strip);
+            } else {
+              lane_pool<false>(padded, padded_w_, g, lane_offsets_.data(), taps, oh0, oh0 + rows,
+                               strip);
+            }
+            lane_pool_out(strip, rows * g.out_w, planes,
+                          max ? nullptr : divisor_.data() + oh0 * g.out_w,
+                          y + p0 * out_plane + oh0 * g.out_w, out_plane);
+          }
+        }
+      });
+#else
+  (void)x, (void)y, (void)pool;
 #endif
 }
 
 void PoolKernelCpu::run(const float* x, float* y, ThreadPool& pool) const {
   const Pool2dGeometry& g = g_;
   if (g.planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
+  if (lanes_) return run_lanes(x, y, pool);
   const auto plane_outputs = static_cast<std::size_t>(g.out_h * g.out_w);
   const std::size_t grain = std::max<std::size_t>(1, kTaskOutputs / plane_outputs);
   pool.parallel_for(static_cast<std::size_t>(g.planes), grain,

@@ -13,6 +13,12 @@
 // so the whole plane is pooled as one flat run of contiguous loads (the Wq - out_w columns
 // between rows are computed and dropped): GoogLeNet's 14x14 and 7x7 planes fill whole
 // vectors, and with AVX-512 four registers hold 64 outputs over all taps.
+//
+// With AVX-512 the planes go 16 at a time into the lanes of a vector instead (cpu/lanes.hpp):
+// a padded channels-last copy, each tap of eight outputs of a row one vector operation each,
+// whatever the plane's width or stride, then 16 x 16 transposes back. The same taps in the
+// same order per output, so the same bits. Measured on GoogLeNet's and Inception-v3's pools
+// (cgr-bench, one thread, alternating runs): see the constructor.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +40,12 @@ class PoolKernelCpu {
   PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind);
   // x: planes x in_h x in_w; y: planes x out_h x out_w. One or more planes per task.
   void run(const float* x, float* y, ThreadPool& pool) const;
+  // Whether run() takes the lane path (see above).
+  bool channel_lanes() const { return lanes_; }
 
  private:
   void plane(const float* x, float* y, float* scratch) const;
+  void run_lanes(const float* x, float* y, ThreadPool& pool) const;
 
   Pool2dGeometry g_;
   PoolKind kind_;
@@ -47,6 +56,12 @@ class PoolKernelCpu {
   // Average: per output row and column, the window's length that the divisor counts.
   std::vector<std::int64_t> divisor_h_, divisor_w_;
   bool avx512_ = false;
+
+  // The lane path: planes in lanes (see above).
+  bool lanes_ = false;
+  std::int64_t padded_h_ = 0, padded_w_ = 0;
+  std::vector<std::int64_t> lane_offsets_;  // per tap, floats into the padded copy
+  std::vector<float> divisor_;              // average: per output point, out_h x out_w
 };
 
 }  // namespace cgr::cpu

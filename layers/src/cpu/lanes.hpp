@@ -1,0 +1,82 @@
+// 16 planes in the lanes of a vector: the AVX-512 layout the depthwise conv and the pooling
+// kernels compute in when planes are small or strided (each tap of each output is then one
+// operation on a full vector, whatever the plane's width or stride). The data stays NCHW
+// between ops; a block of 16 consecutive planes is transposed into a zero- (or otherwise)
+// padded channels-last copy on the way in and back, 16 x 16 at a time, on the way out.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CGR_LANES_X86 1
+#include <immintrin.h>
+#endif
+
+namespace cgr::cpu::lanes {
+
+inline constexpr std::int64_t kLanes = 16;
+
+// Where a block of planes lands: the interior (in_h x in_w) of a padded_h x padded_w image,
+// kLanes floats per point, at (pad_top, pad_left).
+struct PaddedImage {
+  std::int64_t in_h = 0, in_w = 0, pad_top = 0, pad_left = 0, padded_w = 0;
+};
+
+#if defined(CGR_LANES_X86)
+// GCC 12's unpack and shuffle intrinsics start from _mm512_undefined_ps(), which its
+// -Wmaybe-uninitialized reports once inlined; the value is never read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// r[i] lane j <- r[j] lane i.
+__attribute__((target("avx512f"), always_inline)) inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // r[4i + k] now holds, in each 128-bit quarter q, rows 4i..4i+3 of column 4q + k.
+  for (int i = 0; i < 2; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
+    }
+  }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+  }
+}
+
+// Loads points [t0, t0 + n) of a dense channels-last result (kLanes floats a point) and
+// transposes them: r[c] then holds plane c's n points (lanes past n are zero).
+__attribute__((target("avx512f"), always_inline)) inline void load_points(const float* lanes,
+                                                                          std::int64_t t0,
+                                                                          std::int64_t n,
+                                                                          __m512 r[16]) {
+  for (std::int64_t j = 0; j < 16; ++j)
+    r[j] = j < n ? _mm512_loadu_ps(lanes + (t0 + j) * kLanes) : _mm512_setzero_ps();
+  transpose16(r);
+}
+#pragma GCC diagnostic pop
+
+// `planes` (<= 16) planes of in_h x in_w, `plane` floats apart, into the interior of `image`;
+// lanes of missing planes get zeros. The padding cells are not written (the caller fills
+// them once: they are the same for every block). AVX-512 only.
+void planes_to_lanes(const float* in, std::int64_t plane, std::int64_t planes,
+                     const PaddedImage& image, float* padded);
+
+// The inverse for a dense channels-last result of `count` points: lanes [0, planes) out to
+// planes `plane` floats apart. AVX-512 only.
+void lanes_to_planes(const float* lanes, std::int64_t count, std::int64_t planes, float* out,
+                     std::int64_t plane);
+#endif
+
+}  // namespace cgr::cpu::lanes

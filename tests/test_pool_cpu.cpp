@@ -1,0 +1,118 @@
+// The CPU pooling kernel's two paths against each other: 16 planes in the lanes of a vector
+// (AVX-512) and the flat run over stride phases must give the same bits, NaN, Inf and -0
+// included (the layer-level cases in layer_cases.cpp check both pools against PyTorch).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgr/layers/pool2d.hpp"
+#include "cgr/thread_pool.hpp"
+#include "cpu/gemm.hpp"
+#include "cpu/pool_cpu.hpp"
+
+namespace {
+
+namespace gemm = cgr::cpu::gemm;
+
+// Restores the real micro-kernel choice when a test ends, passing or not.
+struct KernelOverride {
+  explicit KernelOverride(const gemm::MicroKernel* kernel) { gemm::set_kernel_override(kernel); }
+  ~KernelOverride() { gemm::set_kernel_override(nullptr); }
+  KernelOverride(const KernelOverride&) = delete;
+  KernelOverride& operator=(const KernelOverride&) = delete;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct PoolCase {
+  std::string name;
+  cgr::Shape shape;
+  cgr::Pool2dParams params;
+};
+
+}  // namespace
+
+TEST_CASE("pool cpu: planes in lanes give the flat path's bits for max and average") {
+  const gemm::MicroKernel* avx512 = nullptr;
+  const gemm::MicroKernel* other = nullptr;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (std::string(kernel->name) == "avx512") {
+      avx512 = kernel;
+    } else if (other == nullptr) {
+      other = kernel;
+    }
+  }
+  if (avx512 == nullptr || other == nullptr) {
+    MESSAGE("skipped: this CPU lacks AVX-512");
+    return;
+  }
+  const std::vector<PoolCase> cases = {
+      {"3x3/2 pad 1 (ResNet's max pool), 16 planes",
+       {1, 16, 23, 23},
+       {.kernel = 3, .stride = 2, .padding = 1}},
+      {"3x3/1 pad 1 ceil, 3 blocks and a partial one",
+       {1, 37, 7, 7},
+       {.kernel = 3, .stride = 1, .padding = 1, .ceil_mode = true}},
+      {"3x3/2 ceil, batch 2", {2, 20, 15, 14}, {.kernel = 3, .stride = 2, .ceil_mode = true}},
+      {"2x2 dilation 2 ceil",
+       {1, 18, 12, 17},
+       {.kernel = 2, .stride = 2, .dilation = 2, .ceil_mode = true}},
+      {"3x5/(2,3) asymmetric padding",
+       {1, 5, 30, 41},
+       {.kernel = {3, 5}, .stride = {2, 3}, .padding = {1, 2, 0, 1}}},
+      {"wide rows (80)", {1, 17, 6, 80}, {.kernel = 3, .stride = 1, .padding = 1}},
+      {"1 x L (a 1-D pool)",
+       {1, 9, 1, 50},
+       {.kernel = {1, 3}, .stride = {1, 2}, .padding = {0, 1}}},
+  };
+  cgr::ThreadPool pool(2);
+  std::uint32_t seed = 900;
+  for (const PoolCase& test : cases) {
+    std::vector<float> input(static_cast<std::size_t>(test.shape.numel()));
+    std::mt19937 rng(seed++);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : input)
+      v = dist(rng);
+    input[2] = std::numeric_limits<float>::quiet_NaN();
+    input[input.size() / 3] = std::numeric_limits<float>::infinity();
+    input[input.size() - 2] = -std::numeric_limits<float>::infinity();
+    for (std::size_t i = 7; i < input.size(); i += 11)
+      input[i] = -0.0f;
+    for (const auto kind : {cgr::cpu::PoolKind::max, cgr::cpu::PoolKind::average}) {
+      for (const bool include_pad : {true, false}) {
+        if (kind == cgr::cpu::PoolKind::max && !include_pad) continue;
+        cgr::Pool2dParams params = test.params;
+        params.count_include_pad = include_pad;
+        if (kind == cgr::cpu::PoolKind::average) params.dilation = 1;
+        const cgr::Pool2dGeometry g =
+            cgr::pool2d_geometry(kind == cgr::cpu::PoolKind::max ? "MaxPool2d" : "AvgPool2d",
+                                 "pool", {"x", test.shape}, params);
+        INFO(test.name << (kind == cgr::cpu::PoolKind::max ? " / max" : " / average")
+                       << (include_pad ? "" : " without padding"));
+        const auto outputs = static_cast<std::size_t>(g.planes * g.out_h * g.out_w);
+        std::vector<float> flat(outputs, 1234.5f);
+        std::vector<float> lanes(outputs, -1234.5f);
+        {
+          KernelOverride override_kernel(other);
+          const cgr::cpu::PoolKernelCpu kernel(g, kind);
+          CHECK_FALSE(kernel.channel_lanes());
+          kernel.run(input.data(), flat.data(), pool);
+        }
+        {
+          KernelOverride override_kernel(avx512);
+          const cgr::cpu::PoolKernelCpu kernel(g, kind);
+          REQUIRE(kernel.channel_lanes());
+          kernel.run(input.data(), lanes.data(), pool);
+        }
+        CHECK(same_bits(flat, lanes));
+      }
+    }
+  }
+}

@@ -336,13 +336,13 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
       break;
   }
   gemm::parallel_range(pool, g.batch * blocks, grain, [&](std::int64_t begin, std::int64_t end) {
-    // The padded image (its padding stays zero: blocks write only the interior), a strip's
-    // result with channels in lanes and, without a vector activation, the same as planes;
-    // aligned to a cache line.
-    std::vector<float> scratch(
-        static_cast<std::size_t>(padded_floats + 2 * strip_points * kLanes + kLanes), 0.0f);
-    auto* const padded = reinterpret_cast<float*>(
-        (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t{63});
+    // The padded image (its padding zero for every block: blocks write only the interior), a
+    // strip's result with channels in lanes and, without a vector activation, the same as
+    // planes.
+    const lanes::ThreadScratch scratch(
+        static_cast<std::size_t>(padded_floats + 2 * strip_points * kLanes));
+    float* const padded = scratch.data();
+    lanes::fill_padding(padded, padded_h_, image, 0.0f);
     float* const strip = padded + padded_floats;
     float* const planes = strip + strip_points * kLanes;
     for (std::int64_t task = begin; task < end; ++task) {

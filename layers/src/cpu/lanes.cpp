@@ -2,12 +2,64 @@
 #include "cpu/lanes.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace cgr::cpu::lanes {
+namespace {
+
+struct ThreadBuffer {
+  std::vector<float> floats;
+  bool borrowed = false;
+};
+thread_local ThreadBuffer t_buffer;
+
+float* aligned(std::vector<float>& v, std::size_t floats) {
+  constexpr std::size_t kAlignFloats = 64 / sizeof(float);
+  if (v.size() < floats + kAlignFloats) v.resize(floats + kAlignFloats);
+  return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(v.data()) + 63) &
+                                  ~std::uintptr_t{63});
+}
+
+}  // namespace
+
+ThreadScratch::ThreadScratch(std::size_t floats) {
+  if (!t_buffer.borrowed) {
+    data_ = aligned(t_buffer.floats, floats);
+    t_buffer.borrowed = true;
+    owns_thread_buffer_ = true;
+  } else {
+    data_ = aligned(own_, floats);
+  }
+}
+
+ThreadScratch::~ThreadScratch() {
+  if (owns_thread_buffer_) t_buffer.borrowed = false;
+}
 
 #if defined(CGR_LANES_X86)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see transpose16
+namespace {
+__attribute__((target("avx512f"))) void fill_points(float* padded, std::int64_t first,
+                                                    std::int64_t count, __m512 value) {
+  for (std::int64_t i = 0; i < count; ++i)
+    _mm512_storeu_ps(padded + (first + i) * kLanes, value);
+}
+}  // namespace
+
+__attribute__((target("avx512f"))) void fill_padding(float* padded, std::int64_t padded_h,
+                                                     const PaddedImage& image, float value) {
+  const __m512 v = _mm512_set1_ps(value);
+  const std::int64_t w = image.padded_w;
+  const std::int64_t interior_end = std::min(padded_h, image.pad_top + image.in_h);
+  fill_points(padded, 0, image.pad_top * w, v);
+  for (std::int64_t y = image.pad_top; y < interior_end; ++y) {
+    fill_points(padded, y * w, image.pad_left, v);
+    fill_points(padded, y * w + image.pad_left + image.in_w, w - image.pad_left - image.in_w, v);
+  }
+  fill_points(padded, interior_end * w, (padded_h - interior_end) * w, v);
+}
+
 __attribute__((target("avx512f"))) void planes_to_lanes(const float* in, std::int64_t plane,
                                                         std::int64_t planes,
                                                         const PaddedImage& image, float* padded) {

@@ -203,8 +203,9 @@ PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
   lanes_ = avx512_ && std::string_view(gemm::best_kernel().name) == "avx512";
 #endif
   if (!lanes_) return;
-  padded_h_ = padded_h;
-  padded_w_ = padded_w;
+  // Every input row and column has a cell, also those no window reads (a clipped last window).
+  padded_h_ = std::max(padded_h, g.pad_top + g.in_h);
+  padded_w_ = std::max(padded_w, g.pad_left + g.in_w);
   for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
     for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
       lane_offsets_.push_back((kh * g.dilation_h * padded_w + kw * g.dilation_w) * lanes::kLanes);
@@ -237,14 +238,14 @@ void PoolKernelCpu::run_lanes(const float* x, float* y, ThreadPool& pool) const 
       std::max<std::int64_t>(1, static_cast<std::int64_t>(kTaskOutputs) / (L * out_plane)));
   pool.parallel_for(
       static_cast<std::size_t>(blocks), grain, [&](std::size_t begin, std::size_t end) {
-        // The padded copy, its padding cells at the neutral value for every block, then a strip's
-        // result; aligned to a cache line.
-        std::vector<float> scratch(
-            static_cast<std::size_t>(padded_floats + strip_rows * g.out_w * L + L),
-            max ? -std::numeric_limits<float>::infinity() : 0.0f);
-        auto* const padded = reinterpret_cast<float*>(
-            (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t{63});
+        // The padded copy, its padding cells at the neutral value for every block, then a
+        // strip's result.
+        const lanes::ThreadScratch scratch(
+            static_cast<std::size_t>(padded_floats + strip_rows * g.out_w * L));
+        float* const padded = scratch.data();
         float* const strip = padded + padded_floats;
+        lanes::fill_padding(padded, padded_h_, image,
+                            max ? -std::numeric_limits<float>::infinity() : 0.0f);
         for (auto block = static_cast<std::int64_t>(begin); block < static_cast<std::int64_t>(end);
              ++block) {
           const std::int64_t p0 = block * L;

@@ -218,6 +218,12 @@ std::vector<ConvCase> conv_cases() {
   cases.push_back({"direct dilation 2", finish(make_geometry(1, 5, 18, 90, 7, 3, 3, 1, 2, 2))});
   cases.push_back({"direct 7x7 stride 2", finish(make_geometry(1, 3, 40, 96, 8, 7, 7, 2, 3))});
   cases.push_back({"direct batch 2", finish(make_geometry(2, 7, 9, 100, 11, 3, 3, 1, 1))});
+  // Windows that read only some stride phases (PhaseLayout::read_by): 1x1 stride 2 (ResNet's
+  // downsample), 2x2 stride 3, 3x3 stride 2 dilation 2 (taps 0, 2, 4: the even phase only).
+  cases.push_back({"direct 1x1 stride 2", finish(make_geometry(1, 9, 22, 128, 12, 1, 1, 2, 0))});
+  cases.push_back({"direct 2x2 stride 3", finish(make_geometry(1, 6, 21, 100, 10, 2, 2, 3, 0))});
+  cases.push_back(
+      {"direct stride 2 dilation 2", finish(make_geometry(1, 5, 24, 90, 7, 3, 3, 2, 1, 2))});
   cases.push_back({"direct big weights", finish(make_geometry(1, 128, 8, 64, 300, 3, 3, 1, 1))});
   cases.push_back({"direct 1x1 partial strip", finish(make_geometry(1, 9, 10, 7, 13, 1, 1, 1, 0))});
   cases.push_back({"batch 2", finish(make_geometry(2, 7, 8, 9, 11, 3, 3, 1, 1))});

@@ -280,6 +280,7 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     phases_ =
         PhaseLayout::make(g.in_h, g.in_w, g.pad_top, g.pad_left, g.pad_top + g.in_h + g.pad_bottom,
                           g.pad_left + g.in_w + g.pad_right, g.stride_h, g.stride_w);
+    phases_.read_by(g.kernel_h, g.dilation_h, g.kernel_w, g.dilation_w);
     flat_columns_ = (g.out_h - 1) * phases_.phase_w + g.out_w;
     // The flat run computes (phase width - out_w) junk columns per row; where that costs more
     // column strips than im2col's copy saves (~10-17% of a conv's time), as for a 1x7 conv on

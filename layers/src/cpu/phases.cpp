@@ -217,6 +217,19 @@ void valid_range(std::int64_t first, std::int64_t stride, std::int64_t size, std
 
 }  // namespace
 
+void PhaseLayout::read_by(std::int64_t kernel_h, std::int64_t dilation_h, std::int64_t kernel_w,
+                          std::int64_t dilation_w) {
+  auto mask = [](std::int64_t kernel, std::int64_t dilation, std::int64_t stride) {
+    if (stride > 64) return ~std::uint64_t{0};
+    std::uint64_t bits = 0;
+    for (std::int64_t k = 0; k < kernel; ++k)
+      bits |= std::uint64_t{1} << ((k * dilation) % stride);
+    return bits;
+  };
+  rows_read = mask(kernel_h, dilation_h, stride_h);
+  cols_read = mask(kernel_w, dilation_w, stride_w);
+}
+
 PhaseLayout PhaseLayout::make(std::int64_t in_h, std::int64_t in_w, std::int64_t pad_top,
                               std::int64_t pad_left, std::int64_t padded_h, std::int64_t padded_w,
                               std::int64_t stride_h, std::int64_t stride_w) {
@@ -242,9 +255,11 @@ void PhaseLayout::copy(const float* in, float* dst, bool write_padding, float pa
 #endif
   if (write_padding) {
     for (std::int64_t py = 0; py < stride_h; ++py) {
+      if (!row_read(py)) continue;
       std::int64_t i0 = 0, i1 = 0;
       valid_range(py - pad_top, stride_h, in_h, phase_h, i0, i1);
       for (std::int64_t px = 0; px < stride_w; ++px) {
+        if (!col_read(px)) continue;
         std::int64_t j0 = 0, j1 = 0;
         valid_range(px - pad_left, stride_w, in_w, phase_w, j0, j1);
         float* phase = dst + (py * stride_w + px) * phase_plane();
@@ -263,7 +278,7 @@ void PhaseLayout::copy(const float* in, float* dst, bool write_padding, float pa
   for (std::int64_t y = 0; y < in_h; ++y) {
     const std::int64_t py = (y + pad_top) % stride_h;
     const std::int64_t i = (y + pad_top) / stride_h;
-    if (i >= phase_h) continue;  // below the padded plane (no window reads it)
+    if (i >= phase_h || !row_read(py)) continue;  // no window reads the row
     const float* in_row = in + y * in_w;
     float* row_phase = dst + py * stride_w * phase_plane() + i * phase_w;
 #if defined(CGR_PHASES_X86)
@@ -274,6 +289,7 @@ void PhaseLayout::copy(const float* in, float* dst, bool write_padding, float pa
     }
 #endif
     for (std::int64_t px = 0; px < stride_w; ++px) {
+      if (!col_read(px)) continue;
       const std::int64_t x0 = px - pad_left;  // input column of phase column 0
       std::int64_t j0 = 0, j1 = 0;
       valid_range(x0, stride_w, in_w, phase_w, j0, j1);

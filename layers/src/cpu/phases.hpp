@@ -18,11 +18,20 @@ namespace cgr::cpu {
 struct PhaseLayout {
   std::int64_t in_h = 0, in_w = 0, pad_top = 0, pad_left = 0, stride_h = 1, stride_w = 1;
   std::int64_t phase_h = 0, phase_w = 0;  // one phase's rows and row width
+  // Bit p set: some tap reads row (column) phase p; copy() fills only those. All by default;
+  // read_by() narrows them to a window's taps (a 1x1 stride-2 conv reads one phase of four).
+  std::uint64_t rows_read = ~std::uint64_t{0}, cols_read = ~std::uint64_t{0};
 
   // padded_h / padded_w: the padded plane's size, at least as large as every window reaches.
   static PhaseLayout make(std::int64_t in_h, std::int64_t in_w, std::int64_t pad_top,
                           std::int64_t pad_left, std::int64_t padded_h, std::int64_t padded_w,
                           std::int64_t stride_h, std::int64_t stride_w);
+  // Only the phases the taps r = kh * dilation_h (q = kw * dilation_w) of a kernel_h x
+  // kernel_w window read are filled from then on.
+  void read_by(std::int64_t kernel_h, std::int64_t dilation_h, std::int64_t kernel_w,
+               std::int64_t dilation_w);
+  bool row_read(std::int64_t py) const { return py >= 64 || ((rows_read >> py) & 1u) != 0; }
+  bool col_read(std::int64_t px) const { return px >= 64 || ((cols_read >> px) & 1u) != 0; }
   std::int64_t phases() const { return stride_h * stride_w; }
   std::int64_t phase_plane() const { return phase_h * phase_w; }
   std::int64_t floats() const { return phases() * phase_plane(); }
@@ -31,7 +40,8 @@ struct PhaseLayout {
     return ((r % stride_h) * stride_w + q % stride_w) * phase_plane() + (r / stride_h) * phase_w +
            q / stride_w;
   }
-  // Copies the in_h x in_w plane `in` into its phases at `dst` (floats() floats). With
+  // Copies the in_h x in_w plane `in` into its phases at `dst` (floats() floats; the phases
+  // no tap reads, see read_by, are left as they are). With
   // write_padding every padding cell is set to `pad` too (dst holds other data); without, the
   // padding cells are left as they are (the caller filled them once: they are the same cells
   // for every plane).

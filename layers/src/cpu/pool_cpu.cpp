@@ -21,6 +21,9 @@ namespace {
 
 // Outputs per task, at least: planes of a few thousand elements each.
 constexpr std::size_t kTaskOutputs = 1 << 14;
+// The same for the lane path, a few times faster per output: GoogLeNet's 832 x 7x7 pools
+// otherwise made three tasks for two threads.
+constexpr std::int64_t kLaneTaskOutputs = 1 << 12;
 // Floats of slack after the phases: a vector block may read up to 64 past the last output.
 constexpr std::int64_t kSlack = 64;
 
@@ -235,7 +238,7 @@ void PoolKernelCpu::run_lanes(const float* x, float* y, ThreadPool& pool) const 
   const std::int64_t strip_rows = std::clamp<std::int64_t>(kStripPoints / g.out_w, 1, g.out_h);
   const lanes::PaddedImage image{g.in_h, g.in_w, g.pad_top, g.pad_left, padded_w_};
   const auto grain = static_cast<std::size_t>(
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(kTaskOutputs) / (L * out_plane)));
+      std::max<std::int64_t>(1, kLaneTaskOutputs / (L * out_plane)));
   pool.parallel_for(
       static_cast<std::size_t>(blocks), grain, [&](std::size_t begin, std::size_t end) {
         // The padded copy, its padding cells at the neutral value for every block, then a

@@ -521,6 +521,38 @@ TEST_CASE("linear cpu gives the same bits for every thread count") {
                   cgr::Error);
 }
 
+TEST_CASE("linear cpu: a batch of one gives each row's bits from a larger batch") {
+  // One row runs its own AVX-512 loop (gemm.cpp, single_row_avx512) instead of the 8-row
+  // micro-kernel: the same fma chain and epilogue, so every row of a batch and the same row
+  // alone agree bit for bit, with NaN, Inf and -0 among the inputs; K over several passes,
+  // columns that end mid-strip and mid-vector.
+  const std::int64_t in = 700, out = 1000 - 9, rows = 9;
+  const auto weight = random_values(static_cast<std::size_t>(in * out), 910);
+  const auto bias = random_values(static_cast<std::size_t>(out), 911);
+  auto x = random_values(static_cast<std::size_t>(rows * in), 912);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[in + 5] = std::numeric_limits<float>::infinity();
+  x[2 * in + 7] = -0.0f;
+  cgr::ThreadPool pool(2);
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    KernelOverride override_kernel(kernel);
+    for (const bool relu : {false, true}) {
+      for (const bool with_bias : {false, true}) {
+        INFO(kernel->name << (relu ? " / relu" : "") << (with_bias ? " / bias" : ""));
+        const LinearKernelCpu linear(in, out, weight, with_bias ? bias : std::vector<float>{});
+        std::vector<float> batch(static_cast<std::size_t>(rows * out));
+        linear.run(x.data(), rows, batch.data(), relu, nullptr);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::vector<float> one(static_cast<std::size_t>(out), 12345.0f);
+          linear.run(x.data() + r * in, 1, one.data(), relu, r % 2 == 0 ? nullptr : &pool);
+          CHECK(same_bits(
+              one, std::vector<float>(batch.begin() + r * out, batch.begin() + (r + 1) * out)));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE(
     "matmul cpu: broadcast batches, transposes, constants, every micro-kernel and thread count") {
   // A [2, 1, m, k] @ B [3, k, n] -> [2, 3, m, n]: output matrix (i, j) reads A i and B j. Sizes

@@ -494,11 +494,59 @@ void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std
   }
 }
 
+#if defined(CGR_GEMM_X86)
+namespace {
+// One row of A times column strips [ns0, ns1) of the AVX-512 kernel's packed B (32 columns a
+// strip, k-major), the whole of K at once: a batch-1 Linear layer. The micro-kernel would run
+// its 8-row tile through stack buffers for the one row, in passes over K; here the two
+// accumulators per strip run the same fma chain (from zero, k in order) and the same
+// epilogue (+ bias, then the ReLU clamp), so the same bits.
+__attribute__((target("avx512f"))) void single_row_avx512(const RowsProduct& p, std::int64_t row,
+                                                          std::int64_t ns0, std::int64_t ns1) {
+  const float* a = p.a + row * p.lda;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  for (std::int64_t js = ns0; js < ns1; ++js) {
+    const float* b = p.b + js * p.k * kAvx512Nr;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (std::int64_t k = 0; k < p.k; ++k) {
+      const __m512 ak = _mm512_set1_ps(a[k]);
+      acc0 = _mm512_fmadd_ps(ak, _mm512_loadu_ps(b + k * kAvx512Nr), acc0);
+      acc1 = _mm512_fmadd_ps(ak, _mm512_loadu_ps(b + k * kAvx512Nr + 16), acc1);
+    }
+    const std::int64_t col0 = js * kAvx512Nr;
+    if (p.col_bias != nullptr) {
+      acc0 = _mm512_add_ps(acc0, _mm512_loadu_ps(p.col_bias + col0));
+      acc1 = _mm512_add_ps(acc1, _mm512_loadu_ps(p.col_bias + col0 + 16));
+    }
+    if (p.relu) {  // the micro-kernel's clamp to [0, +inf)
+      acc0 = _mm512_mask_mov_ps(acc0, _mm512_cmp_ps_mask(acc0, zero, _CMP_LT_OQ), zero);
+      acc0 = _mm512_mask_mov_ps(acc0, _mm512_cmp_ps_mask(acc0, inf, _CMP_GT_OQ), inf);
+      acc1 = _mm512_mask_mov_ps(acc1, _mm512_cmp_ps_mask(acc1, zero, _CMP_LT_OQ), zero);
+      acc1 = _mm512_mask_mov_ps(acc1, _mm512_cmp_ps_mask(acc1, inf, _CMP_GT_OQ), inf);
+    }
+    const std::int64_t cols = std::min<std::int64_t>(kAvx512Nr, p.n - col0);
+    float* c = p.c + row * p.ldc + col0;
+    const auto low = static_cast<__mmask16>(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
+    const auto high = static_cast<__mmask16>(cols <= 16 ? 0u : (1u << (cols - 16)) - 1u);
+    _mm512_mask_storeu_ps(c, low, acc0);
+    _mm512_mask_storeu_ps(c + 16, high, acc1);
+  }
+}
+}  // namespace
+#endif
+
 void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
                std::int64_t ns1) {
   const MicroKernel& kernel = *p.kernel;
   const std::int64_t mr = kernel.mr;
   const std::int64_t nr = kernel.nr;
+#if defined(CGR_GEMM_X86)
+  if (&kernel == &kAvx512 && ms1 == ms0 + 1 && p.m - ms0 * mr == 1) {
+    single_row_avx512(p, ms0 * mr, ns0, ns1);
+    return;
+  }
+#endif
   alignas(64) float a_buf[kMaxMr * kKc];
   for (std::int64_t pc = 0; pc < p.k; pc += kKc) {
     TileArgs t;

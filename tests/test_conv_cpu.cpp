@@ -365,6 +365,13 @@ TEST_CASE("depthwise conv cpu: channels in lanes give the planes' bits for every
       {.kind = cgr::math::ActivationKind::leaky_relu, .alpha = 0.1f},
       {.kind = cgr::math::ActivationKind::unary, .unary = cgr::math::UnaryOp::silu},
   };
+  {
+    // Planes whose padded copy passes lanes::kMaxPaddedFloats stay with the plane path.
+    KernelOverride override_kernel(avx512);
+    const ConvGeometry big = finish(make_geometry(1, 16, 400, 400, 16, 3, 3, 1, 1, 1, 16));
+    const std::vector<float> big_weight(weight_size(big), 0.5f);
+    CHECK_FALSE(cgr::cpu::DepthwiseConvCpu(big, big_weight, {}).channel_lanes());
+  }
   cgr::ThreadPool pool(2);
   std::uint32_t seed = 500;
   for (const ConvGeometry& g : shapes) {

@@ -76,6 +76,13 @@ TEST_CASE("pool cpu: planes in lanes give the flat path's bits for max and avera
        {1, 9, 1, 50},
        {.kernel = {1, 3}, .stride = {1, 2}, .padding = {0, 1}}},
   };
+  {
+    // Planes whose padded copy passes lanes::kMaxPaddedFloats stay with the flat path.
+    KernelOverride override_kernel(avx512);
+    const cgr::Pool2dGeometry big = cgr::pool2d_geometry(
+        "MaxPool2d", "pool", {"x", cgr::Shape{1, 16, 400, 400}}, {.kernel = 3, .stride = 2});
+    CHECK_FALSE(cgr::cpu::PoolKernelCpu(big, cgr::cpu::PoolKind::max).channel_lanes());
+  }
   cgr::ThreadPool pool(2);
   std::uint32_t seed = 900;
   for (const PoolCase& test : cases) {

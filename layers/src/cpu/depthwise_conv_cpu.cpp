@@ -277,7 +277,10 @@ DepthwiseConvCpu::DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<con
   // Channels in lanes for a multiplier of 1 (every depthwise layer of MobileNet): measured on
   // MobileNet-v2's shapes against the planes, 0.25x the time at 7x7, 0.4x at 14x14, 0.5-0.7x
   // at 28x28 to 112x112 with stride 2, 0.7x at 56x56 and 0.94x at 112x112 with stride 1.
-  channel_lanes_ = avx512_ && g.out_channels == g.in_channels;
+  channel_lanes_ =
+      avx512_ && g.out_channels == g.in_channels &&
+      (g.pad_top + g.in_h + g.pad_bottom) * (g.pad_left + g.in_w + g.pad_right) * kLanes <=
+          lanes::kMaxPaddedFloats;
 #endif
   if (!channel_lanes_) return;
   padded_h_ = g.pad_top + g.in_h + g.pad_bottom;

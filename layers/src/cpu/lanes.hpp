@@ -18,9 +18,15 @@ namespace cgr::cpu::lanes {
 
 inline constexpr std::int64_t kLanes = 16;
 
+// The largest padded copy (floats) a lane path takes: 8 MiB, a 360 x 360 plane. Its scratch
+// stays with each thread (ThreadScratch), and wide planes gain little from lanes (0.94x the
+// time at 112 x 112), so larger planes take the plane-at-a-time paths.
+inline constexpr std::int64_t kMaxPaddedFloats = std::int64_t{2} << 20;
+
 // Scratch memory a task borrows from its thread for the length of one call: reused across
 // calls and ops, so a task neither allocates nor faults pages in (a fresh vector per task cost
-// GoogLeNet 3% in page faults and fills, perf). 64-byte aligned. A thread whose scratch is
+// GoogLeNet 3% in page faults and fills, perf). It keeps the largest size asked for (at most
+// kMaxPaddedFloats and a strip) until the thread ends. 64-byte aligned. A thread whose scratch is
 // already borrowed (a nested call) gets a buffer of its own.
 class ThreadScratch {
  public:

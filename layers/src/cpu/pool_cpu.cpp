@@ -203,12 +203,13 @@ PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
   avx512_ = __builtin_cpu_supports("avx512f");
   // Planes in lanes where the GEMM runs AVX-512 too (so the tests' kernel override, gemm.hpp,
   // also picks the flat path here).
-  lanes_ = avx512_ && std::string_view(gemm::best_kernel().name) == "avx512";
-#endif
-  if (!lanes_) return;
   // Every input row and column has a cell, also those no window reads (a clipped last window).
   padded_h_ = std::max(padded_h, g.pad_top + g.in_h);
   padded_w_ = std::max(padded_w, g.pad_left + g.in_w);
+  lanes_ = avx512_ && std::string_view(gemm::best_kernel().name) == "avx512" &&
+           padded_h_ * padded_w_ * lanes::kLanes <= lanes::kMaxPaddedFloats;
+#endif
+  if (!lanes_) return;
   for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
     for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
       lane_offsets_.push_back((kh * g.dilation_h * padded_w + kw * g.dilation_w) * lanes::kLanes);

@@ -143,13 +143,16 @@ __attribute__((target("avx2,fma"))) void taps_avx2(const Taps& t, float* out, st
 // the lanes of a vector, so every tap of every output is one full-vector fma whatever the
 // plane's width, stride or dilation.
 
-// GCC 12's intrinsics again (lanes.hpp's transpose16).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
 
-// The epilogue's activations that have a vector form here, with Activation's semantics to the
-// bit (NaN passes through every one: the comparisons are ordered, so false for NaN).
-enum class LaneActivation { none, relu, clip, leaky_relu };
+    // The epilogue's activations that have a vector form here, with Activation's semantics to the
+    // bit (NaN passes through every one: the comparisons are ordered, so false for NaN).
+    enum class LaneActivation {
+      none,
+      relu,
+      clip,
+      leaky_relu
+    };
 
 template <LaneActivation A>
 __attribute__((target("avx512f"), always_inline)) inline __m512 lane_activation(__m512 x,
@@ -245,7 +248,7 @@ __attribute__((target("avx512f"))) void lane_taps(const float* padded, std::int6
       lane_taps_block<1>(row + ow * step, step, weight, offsets, taps, bias, out + ow * kLanes);
   }
 }
-#pragma GCC diagnostic pop
+CGR_LANES_INTRINSICS_END
 #endif
 
 }  // namespace

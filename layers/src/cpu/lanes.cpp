@@ -37,14 +37,13 @@ ThreadScratch::~ThreadScratch() {
 }
 
 #if defined(CGR_LANES_X86)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see transpose16
-namespace {
-__attribute__((target("avx512f"))) void fill_points(float* padded, std::int64_t first,
-                                                    std::int64_t count, __m512 value) {
-  for (std::int64_t i = 0; i < count; ++i)
-    _mm512_storeu_ps(padded + (first + i) * kLanes, value);
-}
+CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
+    namespace {
+  __attribute__((target("avx512f"))) void fill_points(float* padded, std::int64_t first,
+                                                      std::int64_t count, __m512 value) {
+    for (std::int64_t i = 0; i < count; ++i)
+      _mm512_storeu_ps(padded + (first + i) * kLanes, value);
+  }
 }  // namespace
 
 __attribute__((target("avx512f"))) void fill_padding(float* padded, std::int64_t padded_h,
@@ -95,7 +94,7 @@ __attribute__((target("avx512f"))) void lanes_to_planes(const float* lanes, std:
       _mm512_mask_storeu_ps(out + c * plane + t0, mask, r[c]);
   }
 }
-#pragma GCC diagnostic pop
+CGR_LANES_INTRINSICS_END
 #endif
 
 }  // namespace cgr::cpu::lanes

@@ -50,9 +50,17 @@ struct PaddedImage {
 
 #if defined(CGR_LANES_X86)
 // GCC 12's unpack and shuffle intrinsics start from _mm512_undefined_ps(), which its
-// -Wmaybe-uninitialized reports once inlined; the value is never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// -Wmaybe-uninitialized reports once inlined; the value is never read. (Clang has no such
+// warning and rejects the unknown name under -Werror.)
+#if defined(__GNUC__) && !defined(__clang__)
+#define CGR_LANES_INTRINSICS_BEGIN \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define CGR_LANES_INTRINSICS_END _Pragma("GCC diagnostic pop")
+#else
+#define CGR_LANES_INTRINSICS_BEGIN
+#define CGR_LANES_INTRINSICS_END
+#endif
+CGR_LANES_INTRINSICS_BEGIN
 // r[i] lane j <- r[j] lane i.
 __attribute__((target("avx512f"), always_inline)) inline void transpose16(__m512 r[16]) {
   __m512 t[16];
@@ -91,7 +99,7 @@ __attribute__((target("avx512f"), always_inline)) inline void load_points(const 
     r[j] = j < n ? _mm512_loadu_ps(lanes + (t0 + j) * kLanes) : _mm512_setzero_ps();
   transpose16(r);
 }
-#pragma GCC diagnostic pop
+CGR_LANES_INTRINSICS_END
 
 // Sets every padding cell of a padded_h x padded_w image (kLanes floats a point) around the
 // interior `image` describes to `value`; the interior is left as it is. AVX-512 only.

@@ -141,11 +141,10 @@ __attribute__((target("avx512f"))) void lane_pool(const float* padded, std::int6
 
 // A strip's `count` points out to `planes` planes `plane` floats apart, divided by the
 // average's divisor per point (null: max).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see lanes::transpose16
-__attribute__((target("avx512f"))) void lane_pool_out(const float* strip, std::int64_t count,
-                                                      std::int64_t planes, const float* divisor,
-                                                      float* out, std::int64_t plane) {
+CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
+    __attribute__((target("avx512f"))) void
+    lane_pool_out(const float* strip, std::int64_t count, std::int64_t planes, const float* divisor,
+                  float* out, std::int64_t plane) {
   for (std::int64_t t0 = 0; t0 < count; t0 += lanes::kLanes) {
     const std::int64_t n = std::min(lanes::kLanes, count - t0);
     const auto mask = static_cast<__mmask16>((1u << n) - 1u);
@@ -160,7 +159,7 @@ __attribute__((target("avx512f"))) void lane_pool_out(const float* strip, std::i
     }
   }
 }
-#pragma GCC diagnostic pop
+CGR_LANES_INTRINSICS_END
 #endif
 
 }  // namespace

@@ -42,7 +42,7 @@ for flag in "$@"; do
   esac
 done
 
-packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev
+packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev libdnnl-dev
           libprotobuf-dev protobuf-compiler)
 if ((sample)); then
   packages+=(python3 python3-numpy python3-torch python3-torchvision python3-sklearn)

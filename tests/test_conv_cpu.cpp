@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -320,6 +321,9 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
       CHECK(same_bits(serial, run_conv(conv, input, residual.data(), kRelu, &pool1)));
       CHECK(same_bits(serial, run_conv(conv, input, residual.data(), kRelu, &pool2)));
       CHECK(same_bits(serial, run_conv(conv, input, residual.data(), kRelu, &pool3)));
+      // cgr's own micro-kernels agree bit for bit; oneDNN (the AVX-512 kernel's choice for
+      // dense convs when built in) sums in another order, checked against the reference above.
+      if (conv.uses_onednn()) continue;
       if (first.empty()) {
         first = serial;
       } else {
@@ -327,6 +331,88 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
       }
     }
   }
+}
+
+TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, same bits per pool") {
+  // Shapes that exercise conv_onednn.cpp's slicing: channel counts that are not multiples of
+  // 16; two output-channel slices, the last partial (weights over 1 MiB); row slices with a
+  // shorter last one; stride 2 with dilation 2 and asymmetric padding (each slice's halo);
+  // padding wider than the kernel's reach; batch 2 with a 5x5 kernel; fewer than 16 input
+  // channels. (Clip's ceiling is high
+  // enough that the tolerance, scaled by the largest output, holds for sums over K ~ 1000.)
+  std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 24, 13, 29, 40, 3, 3, 1, 1)),
+      finish(make_geometry(1, 128, 21, 30, 300, 3, 3, 1, 1)),
+      finish(make_geometry(2, 48, 40, 18, 16, 5, 5, 1, 2)),
+      finish(make_geometry(1, 16, 3, 40, 32, 3, 3, 1, 6)),
+      // Fewer than 16 input channels (a first conv: planes, not blocks): ResNet's 7x7 stride-2
+      // stem at a small size, and 5 channels with batch 2.
+      finish(make_geometry(1, 3, 45, 38, 24, 7, 7, 2, 3)),
+      finish(make_geometry(2, 5, 20, 20, 16, 3, 3, 1, 1)),
+  };
+  ConvGeometry strided = make_geometry(1, 16, 47, 35, 32, 3, 3, 2, 0, 2);
+  strided.pad_top = 2;
+  strided.pad_left = 1;
+  strided.pad_bottom = 0;
+  strided.pad_right = 3;
+  shapes.push_back(finish(strided));
+  const std::vector<cgr::math::Activation> activations = {
+      kNoActivation,
+      kRelu,
+      {.kind = cgr::math::ActivationKind::clip, .alpha = -0.25f, .beta = 4.0f},
+      {.kind = cgr::math::ActivationKind::leaky_relu, .alpha = 0.1f},
+      {.kind = cgr::math::ActivationKind::unary, .unary = cgr::math::UnaryOp::silu},
+  };
+  const gemm::MicroKernel* avx512 = nullptr;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (std::string(kernel->name) == "avx512") avx512 = kernel;
+  }
+#if defined(CGR_HAVE_ONEDNN)
+  const bool expect_onednn = avx512 != nullptr;
+#else
+  const bool expect_onednn = false;
+#endif
+  cgr::ThreadPool pool2(2);
+  cgr::ThreadPool pool3(3);
+  std::uint32_t seed = 700;
+  for (const ConvGeometry& g : shapes) {
+    const auto input = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    const ConvKernelCpu conv(g, weight, bias);
+    INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
+                 << g.in_w << ", kernel " << g.kernel_h << ", stride " << g.stride_h);
+    REQUIRE(conv.uses_onednn() == expect_onednn);
+    if (!expect_onednn) continue;
+    const ConvKernelCpu no_bias(g, weight, {});
+    for (std::size_t a = 0; a < activations.size(); ++a) {
+      const bool with_bias = a != 0;
+      const float* res = a % 2 == 0 ? residual.data() : nullptr;
+      const ConvKernelCpu& kernel = with_bias ? conv : no_bias;
+      INFO("activation " << a);
+      const auto serial = run_conv(kernel, input, res, activations[a], nullptr);
+      check_close(serial, reference_conv(g, input, weight, with_bias ? bias : std::vector<float>{},
+                                         res, activations[a]));
+      CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool2)));
+      CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool3)));
+    }
+  }
+  // 1x1 convs stay with cgr's GEMM, and so does every conv under another micro-kernel (the
+  // override) or with CGR_ONEDNN=0.
+  const ConvGeometry pointwise = finish(make_geometry(1, 32, 8, 8, 32, 1, 1, 1, 0));
+  CHECK_FALSE(ConvKernelCpu(pointwise, random_values(weight_size(pointwise), 1), {}).uses_onednn());
+  const ConvGeometry& dense = shapes.front();
+  const auto dense_weight = random_values(weight_size(dense), 2);
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (kernel == avx512) continue;
+    KernelOverride override_kernel(kernel);
+    CHECK_FALSE(ConvKernelCpu(dense, dense_weight, {}).uses_onednn());
+  }
+  REQUIRE(setenv("CGR_ONEDNN", "0", 1) == 0);
+  CHECK_FALSE(ConvKernelCpu(dense, dense_weight, {}).uses_onednn());
+  unsetenv("CGR_ONEDNN");
+  CHECK(ConvKernelCpu(dense, dense_weight, {}).uses_onednn() == expect_onednn);
 }
 
 TEST_CASE("depthwise conv cpu: channels in lanes give the planes' bits for every activation") {

@@ -240,6 +240,10 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     depthwise_ = std::make_unique<DepthwiseConvCpu>(g, weight, bias);
     return;
   }
+  if (OneDnnConv::wanted(g)) {
+    onednn_ = OneDnnConv::make(g, weight, bias);
+    if (onednn_) return;
+  }
 
   const std::int64_t mr = kernel_->mr;
   m_padded_ = gemm::round_up(group_m_, mr);
@@ -334,6 +338,7 @@ ConvKernelCpu::TaskSplit ConvKernelCpu::split_tasks(std::int64_t groups, std::in
 
 std::size_t ConvKernelCpu::workspace_bytes() const {
   if (depthwise_) return 0;
+  if (onednn_) return onednn_->workspace_bytes();
   const std::int64_t nr = kernel_->nr;
   if (direct_ == Direct::pointwise) return static_cast<std::size_t>(group_k_ * nr) * sizeof(float);
   if (direct_ == Direct::phases) {
@@ -390,6 +395,10 @@ void ConvKernelCpu::run(const float* input, const float* residual, float* output
                         const math::Activation& activation, ThreadPool* pool) const {
   if (depthwise_) {
     depthwise_->run(input, residual, output, activation, pool);
+    return;
+  }
+  if (onednn_) {
+    if (geometry_.batch != 0) onednn_->run(input, residual, output, workspace, activation, pool);
     return;
   }
   if (direct_ != Direct::none) {

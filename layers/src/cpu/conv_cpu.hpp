@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cgr/layers/conv2d.hpp"
+#include "cpu/conv_onednn.hpp"
 #include "cpu/depthwise_conv_cpu.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/phases.hpp"
@@ -31,6 +32,9 @@ class ConvKernelCpu {
                 std::span<const float> bias);
 
   const ConvGeometry& geometry() const { return geometry_; }
+  // Whether oneDNN computes this convolution (conv_onednn.hpp). Its bits then differ from
+  // cgr's own kernels' (another order of the sums), though not between thread counts.
+  bool uses_onednn() const { return onednn_ != nullptr; }
 
   // Bytes of scratch one run needs (the im2col panel); the caller provides it (the memory
   // plan owns it), 64-byte aligned for best speed.
@@ -70,6 +74,8 @@ class ConvKernelCpu {
   ConvGeometry geometry_;
   // One input channel per group (depthwise, any multiplier): computed directly, no im2col.
   std::unique_ptr<DepthwiseConvCpu> depthwise_;
+  // Dense convolutions oneDNN takes (conv_onednn.hpp): computed there.
+  std::unique_ptr<OneDnnConv> onednn_;
   const gemm::MicroKernel* kernel_ = nullptr;
   std::int64_t group_m_ = 0;          // output channels per group (GEMM M)
   std::int64_t group_k_ = 0;          // (in_channels / groups) * kernel_h * kernel_w (GEMM K)

@@ -145,65 +145,13 @@ __attribute__((target("avx2,fma"))) void taps_avx2(const Taps& t, float* out, st
 
 CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
 
-    // The epilogue's activations that have a vector form here, with Activation's semantics to the
-    // bit (NaN passes through every one: the comparisons are ordered, so false for NaN).
-    enum class LaneActivation {
-      none,
-      relu,
-      clip,
-      leaky_relu
-    };
-
-template <LaneActivation A>
-__attribute__((target("avx512f"), always_inline)) inline __m512 lane_activation(__m512 x,
-                                                                                __m512 alpha,
-                                                                                __m512 beta) {
-  if constexpr (A == LaneActivation::relu) {  // x < 0 ? 0 : x
-    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ),
-                              _mm512_setzero_ps());
-  } else if constexpr (A == LaneActivation::clip) {  // x < low ? low : (x > high ? high : x)
-    const __m512 high = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, beta, _CMP_GT_OQ), beta);
-    return _mm512_mask_mov_ps(high, _mm512_cmp_ps_mask(x, alpha, _CMP_LT_OQ), alpha);
-  } else if constexpr (A == LaneActivation::leaky_relu) {  // x > 0 ? x : x * slope
-    return _mm512_mask_mov_ps(_mm512_mul_ps(x, alpha),
-                              _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), x);
-  } else {
-    (void)alpha, (void)beta;
-    return x;
-  }
-}
-
-// The rest of the epilogue on a strip of `count` points (channels in lanes, bias added): lanes
-// [0, channels) out to planes `plane` floats apart, plus the residual (the same offsets, or
-// null), through the activation.
-template <LaneActivation A>
-__attribute__((target("avx512f"))) void lanes_to_output(const float* lanes, std::int64_t count,
-                                                        std::int64_t channels,
-                                                        const float* residual, float* out,
-                                                        std::int64_t plane, float alpha,
-                                                        float beta) {
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  for (std::int64_t t0 = 0; t0 < count; t0 += kLanes) {
-    const std::int64_t n = std::min(kLanes, count - t0);
-    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
-    __m512 r[16];
-    lanes::load_points(lanes, t0, n, r);
-    for (std::int64_t c = 0; c < channels; ++c) {
-      __m512 x = r[c];
-      if (residual != nullptr)
-        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, residual + c * plane + t0));
-      _mm512_mask_storeu_ps(out + c * plane + t0, mask, lane_activation<A>(x, va, vb));
-    }
-  }
-}
-
-// V outputs along a row, `step` floats apart in the padded image from `at`, into `result`
-// (V x 16 floats): per output the fma chain over the taps in order, from zero, as in
-// taps_block_avx512.
-template <int V>
-__attribute__((target("avx512f"), always_inline)) inline void lane_taps_block(
-    const float* at, std::int64_t step, const float* weight, const std::int64_t* offsets,
-    std::int64_t taps, const float* bias, float* result) {
+    // V outputs along a row, `step` floats apart in the padded image from `at`, into `result`
+    // (V x 16 floats): per output the fma chain over the taps in order, from zero, as in
+    // taps_block_avx512.
+    template <int V>
+    __attribute__((target("avx512f"), always_inline)) inline void lane_taps_block(
+        const float* at, std::int64_t step, const float* weight, const std::int64_t* offsets,
+        std::int64_t taps, const float* bias, float* result) {
   __m512 acc[V];
   for (int v = 0; v < V; ++v)
     acc[v] = _mm512_setzero_ps();
@@ -325,25 +273,7 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
   const std::int64_t strip_rows = std::clamp<std::int64_t>(kStripPoints / g.out_w, 1, g.out_h);
   const std::int64_t strip_points = strip_rows * g.out_w;
   // The activation in vector form, or (a Unary function) the planes through flat_epilogue.
-  using Finish = void (*)(const float*, std::int64_t, std::int64_t, const float*, float*,
-                          std::int64_t, float, float);
-  Finish finish = nullptr;
-  switch (activation.kind) {
-    case math::ActivationKind::none:
-      finish = lanes_to_output<LaneActivation::none>;
-      break;
-    case math::ActivationKind::relu:
-      finish = lanes_to_output<LaneActivation::relu>;
-      break;
-    case math::ActivationKind::clip:
-      finish = lanes_to_output<LaneActivation::clip>;
-      break;
-    case math::ActivationKind::leaky_relu:
-      finish = lanes_to_output<LaneActivation::leaky_relu>;
-      break;
-    case math::ActivationKind::unary:
-      break;
-  }
+  const lanes::OutputFinish finish = lanes::output_finish(activation.kind);
   gemm::parallel_range(pool, g.batch * blocks, grain, [&](std::int64_t begin, std::int64_t end) {
     // The padded image (its padding zero for every block: blocks write only the interior), a
     // strip's result with channels in lanes and, without a vector activation, the same as

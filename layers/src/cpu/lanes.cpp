@@ -94,6 +94,68 @@ __attribute__((target("avx512f"))) void lanes_to_planes(const float* lanes, std:
       _mm512_mask_storeu_ps(out + c * plane + t0, mask, r[c]);
   }
 }
+
+namespace {
+// The epilogue's activations that have a vector form here, with Activation's semantics to the
+// bit (NaN passes through every one: the comparisons are ordered, so false for NaN).
+enum class LaneActivation { none, relu, clip, leaky_relu };
+
+template <LaneActivation A>
+__attribute__((target("avx512f"), always_inline)) inline __m512 lane_activation(__m512 x,
+                                                                                __m512 alpha,
+                                                                                __m512 beta) {
+  if constexpr (A == LaneActivation::relu) {  // x < 0 ? 0 : x
+    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ),
+                              _mm512_setzero_ps());
+  } else if constexpr (A == LaneActivation::clip) {  // x < low ? low : (x > high ? high : x)
+    const __m512 high = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, beta, _CMP_GT_OQ), beta);
+    return _mm512_mask_mov_ps(high, _mm512_cmp_ps_mask(x, alpha, _CMP_LT_OQ), alpha);
+  } else if constexpr (A == LaneActivation::leaky_relu) {  // x > 0 ? x : x * slope
+    return _mm512_mask_mov_ps(_mm512_mul_ps(x, alpha),
+                              _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), x);
+  } else {
+    (void)alpha, (void)beta;
+    return x;
+  }
+}
+
+template <LaneActivation A>
+__attribute__((target("avx512f"))) void lanes_to_output(const float* lanes, std::int64_t count,
+                                                        std::int64_t channels,
+                                                        const float* residual, float* out,
+                                                        std::int64_t plane, float alpha,
+                                                        float beta) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (std::int64_t t0 = 0; t0 < count; t0 += kLanes) {
+    const std::int64_t n = std::min(kLanes, count - t0);
+    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
+    __m512 r[16];
+    load_points(lanes, t0, n, r);
+    for (std::int64_t c = 0; c < channels; ++c) {
+      __m512 x = r[c];
+      if (residual != nullptr)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, residual + c * plane + t0));
+      _mm512_mask_storeu_ps(out + c * plane + t0, mask, lane_activation<A>(x, va, vb));
+    }
+  }
+}
+}  // namespace
+
+OutputFinish output_finish(math::ActivationKind kind) {
+  switch (kind) {
+    case math::ActivationKind::none:
+      return lanes_to_output<LaneActivation::none>;
+    case math::ActivationKind::relu:
+      return lanes_to_output<LaneActivation::relu>;
+    case math::ActivationKind::clip:
+      return lanes_to_output<LaneActivation::clip>;
+    case math::ActivationKind::leaky_relu:
+      return lanes_to_output<LaneActivation::leaky_relu>;
+    case math::ActivationKind::unary:
+      break;
+  }
+  return nullptr;
+}
 CGR_LANES_INTRINSICS_END
 #endif
 

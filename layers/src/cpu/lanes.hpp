@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cgr/layers/element_math.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #define CGR_LANES_X86 1
 #include <immintrin.h>
@@ -115,6 +117,16 @@ void planes_to_lanes(const float* in, std::int64_t plane, std::int64_t planes,
 // planes `plane` floats apart. AVX-512 only.
 void lanes_to_planes(const float* lanes, std::int64_t count, std::int64_t planes, float* out,
                      std::int64_t plane);
+
+// The end of an epilogue on `count` points of a dense channels-last result (bias already in):
+// lanes [0, channels) out to planes `plane` floats apart, plus the residual (the same offsets,
+// or null), through the activation, with Activation's semantics to the bit.
+using OutputFinish = void (*)(const float* lanes, std::int64_t count, std::int64_t channels,
+                              const float* residual, float* out, std::int64_t plane, float alpha,
+                              float beta);
+// The finish for an activation kind, or null for a Unary function (no vector form here: such
+// an epilogue goes through lanes_to_planes and flat_epilogue). AVX-512 only.
+OutputFinish output_finish(math::ActivationKind kind);
 #endif
 
 }  // namespace cgr::cpu::lanes

@@ -1,0 +1,410 @@
+// See conv_onednn.hpp.
+//
+// Why oneDNN: on this project's AVX-512 machine its JIT convolution on nChw16c runs ResNet's
+// and Inception's 3x3 convs 1.4-2x as fast as cgr's direct GEMM (64->64 at 56x56: 1.8 ms
+// against 3.7, single thread), where cgr's own kernel loses to ONNX Runtime's NCHWc kernels
+// by the same margin; oneDNN is the field's standard CPU convolution library (PyTorch's and
+// ONNX Runtime's DNNL provider) and Debian ships it.
+//
+// How a run goes, per image:
+//  1. The input, NCHW, is transposed 16 channels at a time (lanes.hpp) into zero-padded
+//     nChw16c copies, one per slice of output rows (each with the input rows its outputs
+//     read, halo included), so every primitive convolves a dense, unpadded tensor: the padding
+//     is explicit, and every slice but the last has the same shape and primitive. An input of
+//     fewer than 16 channels (a first conv, on the image) is copied as padded planes instead,
+//     which oneDNN's kernel for such convs reads (ResNet's 7x7 stride-2 conv1: 2.0 ms against
+//     cgr's 4.2).
+//  2. One task per (row slice, output-channel slice): the oneDNN primitive writes the slice's
+//     result, nChw16c, into the workspace, and the task transposes it out to NCHW at once
+//     (still in cache) with the bias already added by oneDNN, then the residual and the
+//     activation (lanes::output_finish; a Unary function through flat_epilogue).
+// oneDNN runs single-threaded inside each task: this build's oneDNN threads with OpenMP,
+// whose team would compete with cgr's pool for the same cores (and with other branches the
+// DAG runs at the same time); cgr's tasks give the parallelism instead. Output channels are
+// sliced so that one slice's weights stay in L2 while its rows are computed (late layers'
+// weights are read once per image, not once per row slice), rows so that a task carries about
+// kTaskMacs. The slicing depends on the geometry only, so results do not depend on the thread
+// count, and dag and eager runs agree bit for bit.
+#include "cpu/conv_onednn.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cgr/error.hpp"
+#include "cgr/thread_pool.hpp"
+#include "cpu/gemm.hpp"
+#include "cpu/lanes.hpp"
+#include "cpu/phases.hpp"
+
+#if defined(CGR_HAVE_ONEDNN)
+#include <dlfcn.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace cgr::cpu {
+
+#if defined(CGR_HAVE_ONEDNN) && defined(CGR_LANES_X86)
+
+namespace {
+
+using dnnl::memory;
+using lanes::kLanes;
+
+// Multiply-adds one task should at least carry: ~0.3 ms at 60 GMAC/s, against a few us of
+// task and primitive-call overhead, and enough tasks at the sizes of ResNet's and Inception's
+// layers to keep two to eight threads busy.
+constexpr std::int64_t kTaskMacs = std::int64_t{1} << 24;
+// Weights of one output-channel slice: half of a typical L2.
+constexpr std::int64_t kSliceWeightBytes = std::int64_t{1} << 20;
+// Output points (rows x out_w) one row slice should at least hold: the transpose out to NCHW
+// writes that many floats of each plane at a time, and shorter runs (142 floats for two rows
+// of Inception's 71x71 maps) cost it 4x the time in partial cache lines.
+constexpr std::int64_t kSlicePoints = 512;
+// Floats one input-copy task should at least write.
+constexpr std::int64_t kCopyTaskFloats = std::int64_t{1} << 16;
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+// `planes` planes of image.in_h x in_w, `plane` floats apart, into the interior of zero-padded
+// planes of padded_h x image.padded_w (dense, one after the other).
+void copy_planes(const float* in, std::int64_t plane, std::int64_t planes,
+                 const lanes::PaddedImage& image, std::int64_t padded_h, float* out) {
+  const std::int64_t padded_plane = padded_h * image.padded_w;
+  for (std::int64_t c = 0; c < planes; ++c) {
+    float* dst = out + c * padded_plane;
+    std::fill_n(dst, image.pad_top * image.padded_w, 0.0f);
+    for (std::int64_t y = 0; y < image.in_h; ++y) {
+      float* row = dst + (image.pad_top + y) * image.padded_w;
+      std::fill_n(row, image.pad_left, 0.0f);
+      std::memcpy(row + image.pad_left, in + c * plane + y * image.in_w,
+                  static_cast<std::size_t>(image.in_w) * sizeof(float));
+      std::fill(row + image.pad_left + image.in_w, row + image.padded_w, 0.0f);
+    }
+    std::fill(dst + (image.pad_top + image.in_h) * image.padded_w, dst + padded_plane, 0.0f);
+  }
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// OpenMP's per-thread thread count, found at run time in the OpenMP runtime oneDNN loaded, so
+// cgr neither links nor compiles against OpenMP itself. oneDNN sizes a primitive's parallel
+// region when it creates it: created under a count of one, it never starts a team.
+class OneOmpThread {
+ public:
+  OneOmpThread() {
+    static const Api api = load();
+    api_ = &api;
+    if (api_->get != nullptr && api_->set != nullptr) {
+      previous_ = api_->get();
+      api_->set(1);
+    }
+  }
+  ~OneOmpThread() {
+    if (api_->get != nullptr && api_->set != nullptr) api_->set(previous_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  struct Api {
+    int (*get)() = nullptr;
+    void (*set)(int) = nullptr;
+  };
+  static Api load() {
+    Api api;
+    api.get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    api.set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    return api;
+  }
+  const Api* api_ = nullptr;
+  int previous_ = 1;
+};
+
+}  // namespace
+
+struct OneDnnConv::Impl {
+  Conv2dGeometry g;
+  std::int64_t padded_w = 0;  // pad_left + in_w + pad_right
+  // Inputs of 16 channels or more are copied nChw16c, 16 channels per block; fewer (a
+  // network's first conv, on an image) stay planes (nchw), which oneDNN's kernels for those
+  // read directly, one block of all channels.
+  bool blocked_input = false;
+  std::int64_t in_blocks = 0;
+  std::int64_t rows = 0, row_slices = 0;  // output rows per slice (the last: the rest)
+  std::int64_t oc = 0, oc_slices = 0;     // output channels per slice (a multiple of 16)
+  std::int64_t input_slot = 0;            // floats of one row slice's input copy
+  std::int64_t output_slot = 0;           // floats of one task's blocked result
+  std::int64_t scratchpad_slot = 0;       // bytes of one task's oneDNN scratchpad
+  // [row variant (0: full slice, 1: the last)][oc variant (0: full, 1: the last)]
+  struct Variant {
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward primitive;
+  };
+  Variant variants[2][2];
+  std::vector<memory> weights[2];  // [row variant][oc slice], in the variants' format
+  std::vector<float> bias;
+
+  std::int64_t rows_of(std::int64_t r) const {
+    return r + 1 < row_slices ? rows : g.out_h - (row_slices - 1) * rows;
+  }
+  std::int64_t oc_of(std::int64_t o) const {
+    return o + 1 < oc_slices ? oc : g.out_channels - (oc_slices - 1) * oc;
+  }
+  std::int64_t input_rows(std::int64_t out_rows) const {
+    return (out_rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  }
+  int row_variant(std::int64_t r) const { return r + 1 < row_slices ? 0 : 1; }
+  const Variant& variant(std::int64_t r, std::int64_t o) const {
+    return variants[row_variant(r)][o + 1 < oc_slices ? 0 : 1];
+  }
+};
+
+bool OneDnnConv::wanted(const Conv2dGeometry& g) {
+  if (g.groups != 1) return false;
+  // 1x1 convs stay with cgr's GEMM, which reads their input in place (no copies either way):
+  // through oneDNN MobileNet-v2, nearly all 1x1, took 1.26x the time.
+  if (g.kernel_h * g.kernel_w == 1) return false;
+  if (std::string_view(gemm::best_kernel().name) != "avx512") return false;
+  const char* env = std::getenv("CGR_ONEDNN");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<const float> weight,
+                                             std::span<const float> bias) {
+  if (g.out_h <= 0 || g.out_w <= 0) return nullptr;
+  auto impl = std::make_unique<Impl>();
+  Impl& d = *impl;
+  d.g = g;
+  d.padded_w = g.pad_left + g.in_w + g.pad_right;
+  d.blocked_input = g.in_channels >= kLanes;
+  d.in_blocks = d.blocked_input ? gemm::ceil_div(g.in_channels, kLanes) : 1;
+  const std::int64_t k = g.in_channels * g.kernel_h * g.kernel_w;
+  const std::int64_t weight_bytes = g.out_channels * k * static_cast<std::int64_t>(sizeof(float));
+  d.oc_slices = gemm::ceil_div(weight_bytes, kSliceWeightBytes);
+  d.oc = round_up(gemm::ceil_div(g.out_channels, d.oc_slices), kLanes);
+  d.oc_slices = gemm::ceil_div(g.out_channels, d.oc);
+  d.rows = std::clamp<std::int64_t>(std::max(gemm::ceil_div(kTaskMacs, d.oc * k * g.out_w),
+                                             gemm::ceil_div(kSlicePoints, g.out_w)),
+                                    1, g.out_h);
+  d.row_slices = gemm::ceil_div(g.out_h, d.rows);
+  d.rows = gemm::ceil_div(g.out_h, d.row_slices);  // even slices
+  d.row_slices = gemm::ceil_div(g.out_h, d.rows);
+  d.bias.assign(bias.begin(), bias.end());
+
+  const OneOmpThread one_thread;
+  try {
+    const dnnl::engine& engine = cpu_engine();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    for (int rv = 0; rv < 2; ++rv) {
+      for (int ov = 0; ov < 2; ++ov) {
+        const std::int64_t out_rows = d.rows_of(rv == 0 ? 0 : d.row_slices - 1);
+        const std::int64_t out_ch = d.oc_of(ov == 0 ? 0 : d.oc_slices - 1);
+        const memory::desc src(
+            {1, g.in_channels, d.input_rows(out_rows), d.padded_w}, memory::data_type::f32,
+            d.blocked_input ? memory::format_tag::nChw16c : memory::format_tag::nchw);
+        const memory::desc wei({out_ch, g.in_channels, g.kernel_h, g.kernel_w},
+                               memory::data_type::f32, memory::format_tag::any);
+        const memory::desc dst({1, out_ch, out_rows, g.out_w}, memory::data_type::f32,
+                               memory::format_tag::nChw16c);
+        const memory::dims strides{g.stride_h, g.stride_w};
+        const memory::dims dilates{g.dilation_h - 1, g.dilation_w - 1};
+        const memory::dims no_padding{0, 0};
+        const auto op =
+            bias.empty()
+                ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                  dnnl::algorithm::convolution_direct, src, wei,
+                                                  dst, strides, dilates, no_padding, no_padding)
+                : dnnl::convolution_forward::desc(
+                      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                      wei, memory::desc({out_ch}, memory::data_type::f32, memory::format_tag::x),
+                      dst, strides, dilates, no_padding, no_padding);
+        dnnl::convolution_forward::primitive_desc pd(op, attr, engine);
+        // Only the direct JIT kernels: the reference implementation and im2col + sgemm
+        // ("gemm:jit") are no faster than cgr's own kernels.
+        const std::string_view impl_name = pd.impl_info_str();
+        if (!impl_name.starts_with("jit:") && !impl_name.starts_with("brg")) return nullptr;
+        Impl::Variant& v = d.variants[rv][ov];
+        v.pd = pd;
+        v.primitive = dnnl::convolution_forward(pd);
+        d.output_slot =
+            std::max(d.output_slot, static_cast<std::int64_t>(pd.dst_desc().get_size() / 4));
+        d.scratchpad_slot =
+            std::max(d.scratchpad_slot, static_cast<std::int64_t>(pd.scratchpad_desc().get_size()));
+        if (rv == 0) d.input_slot = static_cast<std::int64_t>(pd.src_desc().get_size() / 4);
+      }
+    }
+    // Weights reordered once per oc slice into the format the primitives want; the last row
+    // slice's primitive normally wants the same one and shares them.
+    dnnl::stream stream(engine);
+    for (int rv = 0; rv < 2; ++rv) {
+      auto& set = d.weights[rv];
+      set.resize(static_cast<std::size_t>(d.oc_slices));
+      for (std::int64_t o = 0; o < d.oc_slices; ++o) {
+        const int ov = o + 1 < d.oc_slices ? 0 : 1;
+        const memory::desc& wanted = d.variants[rv][ov].pd.weights_desc();
+        if (rv == 1 && wanted == d.variants[0][ov].pd.weights_desc()) {
+          set[static_cast<std::size_t>(o)] = d.weights[0][static_cast<std::size_t>(o)];
+          continue;
+        }
+        const memory::desc plain({d.oc_of(o), g.in_channels, g.kernel_h, g.kernel_w},
+                                 memory::data_type::f32, memory::format_tag::oihw);
+        memory user(plain, engine, const_cast<float*>(weight.data() + o * d.oc * k));
+        memory packed(wanted, engine);
+        dnnl::reorder(user, packed).execute(stream, user, packed);
+        set[static_cast<std::size_t>(o)] = packed;
+      }
+    }
+    stream.wait();
+  } catch (const dnnl::error&) {
+    return nullptr;  // no kernel for this geometry: cgr's own path
+  }
+  d.input_slot = round_up(d.input_slot, kLanes);
+  d.output_slot = round_up(d.output_slot, kLanes);
+  d.scratchpad_slot = round_up(d.scratchpad_slot, 64);
+  return std::unique_ptr<OneDnnConv>(new OneDnnConv(std::move(impl)));
+}
+
+OneDnnConv::OneDnnConv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OneDnnConv::~OneDnnConv() = default;
+
+std::size_t OneDnnConv::workspace_bytes() const {
+  const Impl& d = *impl_;
+  const std::int64_t tasks = d.row_slices * d.oc_slices;
+  return static_cast<std::size_t>((d.row_slices * d.input_slot + tasks * d.output_slot) *
+                                      static_cast<std::int64_t>(sizeof(float)) +
+                                  tasks * d.scratchpad_slot);
+}
+
+void OneDnnConv::run(const float* input, const float* residual, float* output, float* workspace,
+                     const math::Activation& activation, ThreadPool* pool) const {
+  const Impl& d = *impl_;
+  const Conv2dGeometry& g = d.g;
+  const std::int64_t in_plane = g.in_h * g.in_w;
+  const std::int64_t out_plane = g.out_h * g.out_w;
+  const std::int64_t tasks = d.row_slices * d.oc_slices;
+  float* const inputs = workspace;
+  float* const outputs = inputs + d.row_slices * d.input_slot;
+  auto* const scratchpads = reinterpret_cast<std::byte*>(outputs + tasks * d.output_slot);
+  const lanes::OutputFinish finish = lanes::output_finish(activation.kind);
+  const std::int64_t block_channels = d.blocked_input ? kLanes : g.in_channels;
+  const std::int64_t copy_grain = std::max<std::int64_t>(
+      1, gemm::ceil_div(kCopyTaskFloats, block_channels * d.input_rows(d.rows) * d.padded_w));
+
+  for (std::int64_t n = 0; n < g.batch; ++n) {
+    const float* image = input + n * g.in_channels * in_plane;
+    // 1. Input copies: items (row slice, channel block).
+    gemm::parallel_range(
+        pool, d.row_slices * d.in_blocks, copy_grain, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t item = begin; item < end; ++item) {
+            const std::int64_t r = item / d.in_blocks;
+            const std::int64_t block = item % d.in_blocks;
+            const std::int64_t rows_in = d.input_rows(d.rows_of(r));
+            const std::int64_t y0 = r * d.rows * g.stride_h;  // padded row of the slice's top
+            const std::int64_t ih0 = std::clamp<std::int64_t>(y0 - g.pad_top, 0, g.in_h);
+            const std::int64_t ih1 =
+                std::clamp<std::int64_t>(y0 + rows_in - g.pad_top, ih0, g.in_h);
+            const lanes::PaddedImage part{ih1 - ih0, g.in_w, ih0 + g.pad_top - y0, g.pad_left,
+                                          d.padded_w};
+            float* dst = inputs + r * d.input_slot + block * rows_in * d.padded_w * kLanes;
+            if (!d.blocked_input) {
+              copy_planes(image + ih0 * g.in_w, in_plane, g.in_channels, part, rows_in,
+                          inputs + r * d.input_slot);
+              continue;
+            }
+            lanes::fill_padding(dst, rows_in, part, 0.0f);
+            const std::int64_t c0 = block * kLanes;
+            if (part.in_h > 0) {
+              lanes::planes_to_lanes(image + c0 * in_plane + ih0 * g.in_w, in_plane,
+                                     std::min(kLanes, g.in_channels - c0), part, dst);
+            }
+          }
+        });
+    // 2. Convolution and epilogue: items (row slice, oc slice).
+    gemm::parallel_range(pool, tasks, 1, [&](std::int64_t begin, std::int64_t end) {
+      thread_local dnnl::stream stream(cpu_engine());
+      for (std::int64_t item = begin; item < end; ++item) {
+        const std::int64_t r = item / d.oc_slices;
+        const std::int64_t o = item % d.oc_slices;
+        const Impl::Variant& v = d.variant(r, o);
+        float* result = outputs + item * d.output_slot;
+        try {
+          memory src(v.pd.src_desc(), cpu_engine(), inputs + r * d.input_slot);
+          memory dst(v.pd.dst_desc(), cpu_engine(), result);
+          memory scratchpad(v.pd.scratchpad_desc(), cpu_engine(),
+                            scratchpads + item * d.scratchpad_slot);
+          std::unordered_map<int, memory> args{
+              {DNNL_ARG_SRC, src},
+              {DNNL_ARG_WEIGHTS, d.weights[d.row_variant(r)][static_cast<std::size_t>(o)]},
+              {DNNL_ARG_DST, dst},
+              {DNNL_ARG_SCRATCHPAD, scratchpad}};
+          if (!d.bias.empty()) {
+            args.emplace(
+                DNNL_ARG_BIAS,
+                memory(memory::desc({d.oc_of(o)}, memory::data_type::f32, memory::format_tag::x),
+                       cpu_engine(), const_cast<float*>(d.bias.data() + o * d.oc)));
+          }
+          v.primitive.execute(stream, args);
+          stream.wait();
+        } catch (const dnnl::error& e) {
+          fail("conv: oneDNN failed ({}, status {}); set CGR_ONEDNN=0 to use cgr's own kernels",
+               e.what(), static_cast<int>(e.status));
+        }
+        // Out to NCHW, 16 channels at a time.
+        const std::int64_t out_rows = d.rows_of(r);
+        const std::int64_t points = out_rows * g.out_w;
+        for (std::int64_t b = 0; b * kLanes < d.oc_of(o); ++b) {
+          const std::int64_t c0 = o * d.oc + b * kLanes;
+          const std::int64_t channels = std::min(kLanes, g.out_channels - c0);
+          const std::int64_t at = (n * g.out_channels + c0) * out_plane + r * d.rows * g.out_w;
+          const float* res = residual != nullptr ? residual + at : nullptr;
+          const float* lanes_block = result + b * points * kLanes;
+          if (finish != nullptr) {
+            finish(lanes_block, points, channels, res, output + at, out_plane, activation.alpha,
+                   activation.beta);
+            continue;
+          }
+          const lanes::ThreadScratch planes(static_cast<std::size_t>(kLanes * points));
+          lanes::lanes_to_planes(lanes_block, points, channels, planes.data(), points);
+          for (std::int64_t c = 0; c < channels; ++c) {
+            flat_epilogue(planes.data() + c * points, points,
+                          res != nullptr ? res + c * out_plane : nullptr,
+                          output + at + c * out_plane, 1, points, nullptr, activation, true);
+          }
+        }
+      }
+    });
+  }
+}
+
+#else  // no oneDNN in this build (or not x86): never wanted
+
+struct OneDnnConv::Impl {};
+bool OneDnnConv::wanted(const Conv2dGeometry&) {
+  return false;
+}
+std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry&, std::span<const float>,
+                                             std::span<const float>) {
+  return nullptr;
+}
+OneDnnConv::OneDnnConv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OneDnnConv::~OneDnnConv() = default;
+std::size_t OneDnnConv::workspace_bytes() const {
+  return 0;
+}
+void OneDnnConv::run(const float*, const float*, float*, float*, const math::Activation&,
+                     ThreadPool*) const {}
+
+#endif
+
+}  // namespace cgr::cpu

@@ -1,0 +1,51 @@
+// Dense 2-D convolution (one group, a kernel larger than 1x1) through oneDNN's JIT kernels on
+// the blocked layout they want (nChw16c: 16 channels in the lanes of a vector), with cgr's
+// threads, tasks and epilogue. The data stays NCHW between ops; conv_onednn.cpp says how a
+// run is split and why.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "cgr/layers/conv2d.hpp"
+#include "cgr/layers/element_math.hpp"
+
+namespace cgr {
+class ThreadPool;
+}
+
+namespace cgr::cpu {
+
+class OneDnnConv {
+ public:
+  // Whether this build has oneDNN and the convolution is one it takes: one group, a kernel
+  // larger than 1x1, the GEMM's AVX-512 kernel chosen (so the tests' kernel override, gemm.hpp,
+  // keeps cgr's own paths), and CGR_ONEDNN not set to 0 (cgr's own kernels, for comparison).
+  static bool wanted(const Conv2dGeometry& geometry);
+
+  // Builds the primitives and reorders the weights once. Returns null when oneDNN has no
+  // kernel for this geometry on this machine (the caller keeps its own path).
+  static std::unique_ptr<OneDnnConv> make(const Conv2dGeometry& geometry,
+                                          std::span<const float> weight,
+                                          std::span<const float> bias);
+  ~OneDnnConv();
+  OneDnnConv(const OneDnnConv&) = delete;
+  OneDnnConv& operator=(const OneDnnConv&) = delete;
+
+  // Scratch one run needs: the blocked input slices and the blocked result.
+  std::size_t workspace_bytes() const;
+
+  // ConvKernelCpu::run's contract: output = act(conv + bias + residual), NCHW; the same bits
+  // for every pool size (the split into tasks does not depend on it).
+  void run(const float* input, const float* residual, float* output, float* workspace,
+           const math::Activation& activation, ThreadPool* pool) const;
+
+ private:
+  struct Impl;
+  explicit OneDnnConv(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cgr::cpu

@@ -349,6 +349,11 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
       // stem at a small size, and 5 channels with batch 2.
       finish(make_geometry(1, 3, 45, 38, 24, 7, 7, 2, 3)),
       finish(make_geometry(2, 5, 20, 20, 16, 3, 3, 1, 1)),
+      // A small late layer split into channel slices for the threads; 1x1 convs with enough
+      // work per transposed float (ResNet's stride-2 downsample, Inception's 768->192).
+      finish(make_geometry(1, 128, 7, 7, 128, 3, 3, 1, 1)),
+      finish(make_geometry(1, 128, 14, 13, 256, 1, 1, 2, 0)),
+      finish(make_geometry(1, 256, 9, 9, 96, 1, 1, 1, 0)),
   };
   ConvGeometry strided = make_geometry(1, 16, 47, 35, 32, 3, 3, 2, 0, 2);
   strided.pad_top = 2;
@@ -398,8 +403,8 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
       CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool3)));
     }
   }
-  // 1x1 convs stay with cgr's GEMM, and so does every conv under another micro-kernel (the
-  // override) or with CGR_ONEDNN=0.
+  // 1x1 convs with little work per transposed float (here 16) stay with cgr's GEMM, and so
+  // does every conv under another micro-kernel (the override) or with CGR_ONEDNN=0.
   const ConvGeometry pointwise = finish(make_geometry(1, 32, 8, 8, 32, 1, 1, 1, 0));
   CHECK_FALSE(ConvKernelCpu(pointwise, random_values(weight_size(pointwise), 1), {}).uses_onednn());
   const ConvGeometry& dense = shapes.front();

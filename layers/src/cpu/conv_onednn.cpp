@@ -65,6 +65,12 @@ constexpr std::int64_t kSliceWeightBytes = std::int64_t{1} << 20;
 // writes that many floats of each plane at a time, and shorter runs (142 floats for two rows
 // of Inception's 71x71 maps) cost it 4x the time in partial cache lines.
 constexpr std::int64_t kSlicePoints = 512;
+// Tasks a conv is split into at least, where each still carries kMinTaskMacs: small late
+// layers (7x7, 14x14) are one row slice, and their weights one channel slice.
+constexpr std::int64_t kMinTasks = 4;
+constexpr std::int64_t kMinTaskMacs = std::int64_t{1} << 21;
+// See OneDnnConv::wanted.
+constexpr std::int64_t kMinPointwiseMacsPerFloat = 32;
 // Floats one input-copy task should at least write.
 constexpr std::int64_t kCopyTaskFloats = std::int64_t{1} << 16;
 
@@ -171,9 +177,15 @@ struct OneDnnConv::Impl {
 
 bool OneDnnConv::wanted(const Conv2dGeometry& g) {
   if (g.groups != 1) return false;
-  // 1x1 convs stay with cgr's GEMM, which reads their input in place (no copies either way):
-  // through oneDNN MobileNet-v2, nearly all 1x1, took 1.26x the time.
-  if (g.kernel_h * g.kernel_w == 1) return false;
+  // A 1x1 conv does IC * OC / (IC + OC) multiply-adds per float the two transposes move: where
+  // that is small (MobileNet-v2's 16->96 at 112x112: 14) they cost more than oneDNN saves, and
+  // cgr's GEMM, which reads the input in place, stays (oneDNN took 1.32x its time there; 64->256
+  // at 56x56, 51: 0.96x; 768->192 at 17x17, 154: 0.68x; 320->1280 at 7x7: 0.74x).
+  if (g.kernel_h * g.kernel_w == 1 &&
+      g.in_channels * g.out_channels <
+          kMinPointwiseMacsPerFloat * (g.in_channels + g.out_channels)) {
+    return false;
+  }
   if (std::string_view(gemm::best_kernel().name) != "avx512") return false;
   const char* env = std::getenv("CGR_ONEDNN");
   return env == nullptr || std::string_view(env) != "0";
@@ -199,6 +211,14 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
   d.row_slices = gemm::ceil_div(g.out_h, d.rows);
   d.rows = gemm::ceil_div(g.out_h, d.row_slices);  // even slices
   d.row_slices = gemm::ceil_div(g.out_h, d.rows);
+  // Enough tasks for a few threads: narrower channel slices (the transpose out writes whole
+  // rows of each plane either way).
+  const std::int64_t total_macs = g.out_channels * k * g.out_h * g.out_w;
+  while (d.row_slices * d.oc_slices < kMinTasks && d.oc > kLanes &&
+         total_macs / (2 * d.row_slices * d.oc_slices) >= kMinTaskMacs) {
+    d.oc = round_up(d.oc / 2, kLanes);
+    d.oc_slices = gemm::ceil_div(g.out_channels, d.oc);
+  }
   d.bias.assign(bias.begin(), bias.end());
 
   const OneOmpThread one_thread;
@@ -230,10 +250,10 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
                       wei, memory::desc({out_ch}, memory::data_type::f32, memory::format_tag::x),
                       dst, strides, dilates, no_padding, no_padding);
         dnnl::convolution_forward::primitive_desc pd(op, attr, engine);
-        // Only the direct JIT kernels: the reference implementation and im2col + sgemm
-        // ("gemm:jit") are no faster than cgr's own kernels.
+        // Only the direct JIT kernels ("jit:...", "jit_1x1:...", "brgconv:..."): the reference
+        // implementation and im2col + sgemm ("gemm:jit") are no faster than cgr's own kernels.
         const std::string_view impl_name = pd.impl_info_str();
-        if (!impl_name.starts_with("jit:") && !impl_name.starts_with("brg")) return nullptr;
+        if (!impl_name.starts_with("jit") && !impl_name.starts_with("brg")) return nullptr;
         Impl::Variant& v = d.variants[rv][ov];
         v.pd = pd;
         v.primitive = dnnl::convolution_forward(pd);

@@ -1,6 +1,6 @@
-// Dense 2-D convolution (one group, a kernel larger than 1x1) through oneDNN's JIT kernels on
-// the blocked layout they want (nChw16c: 16 channels in the lanes of a vector), with cgr's
-// threads, tasks and epilogue. The data stays NCHW between ops; conv_onednn.cpp says how a
+// Dense 2-D convolution (one group; 1x1 only with enough channels) through oneDNN's JIT
+// kernels on the blocked layout they want (nChw16c: 16 channels in the lanes of a vector),
+// with cgr's threads, tasks and epilogue. The data stays NCHW between ops; conv_onednn.cpp says how a
 // run is split and why.
 #pragma once
 
@@ -21,8 +21,9 @@ namespace cgr::cpu {
 class OneDnnConv {
  public:
   // Whether this build has oneDNN and the convolution is one it takes: one group, a kernel
-  // larger than 1x1, the GEMM's AVX-512 kernel chosen (so the tests' kernel override, gemm.hpp,
-  // keeps cgr's own paths), and CGR_ONEDNN not set to 0 (cgr's own kernels, for comparison).
+  // larger than 1x1 or enough channels for a 1x1 (conv_onednn.cpp), the GEMM's AVX-512 kernel
+  // chosen (so the tests' kernel override, gemm.hpp, keeps cgr's own paths), and CGR_ONEDNN
+  // not set to 0 (cgr's own kernels, for comparison).
   static bool wanted(const Conv2dGeometry& geometry);
 
   // Builds the primitives and reorders the weights once. Returns null when oneDNN has no

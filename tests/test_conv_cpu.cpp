@@ -166,6 +166,18 @@ std::vector<float> run_conv(const ConvKernelCpu& conv, const std::vector<float>&
 const cgr::math::Activation kRelu{.kind = cgr::math::ActivationKind::relu};
 const cgr::math::Activation kNoActivation{};
 
+// One of each activation kind the conv epilogue has (Clip's ceiling given: the tolerance of
+// check_close scales with the largest output).
+std::vector<cgr::math::Activation> every_activation(float clip_high) {
+  return {
+      kNoActivation,
+      kRelu,
+      {.kind = cgr::math::ActivationKind::clip, .alpha = -0.25f, .beta = clip_high},
+      {.kind = cgr::math::ActivationKind::leaky_relu, .alpha = 0.1f},
+      {.kind = cgr::math::ActivationKind::unary, .unary = cgr::math::UnaryOp::silu},
+  };
+}
+
 // Restores the real micro-kernel choice when a test ends, passing or not.
 struct KernelOverride {
   explicit KernelOverride(const gemm::MicroKernel* kernel) { gemm::set_kernel_override(kernel); }
@@ -361,13 +373,7 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
   strided.pad_bottom = 0;
   strided.pad_right = 3;
   shapes.push_back(finish(strided));
-  const std::vector<cgr::math::Activation> activations = {
-      kNoActivation,
-      kRelu,
-      {.kind = cgr::math::ActivationKind::clip, .alpha = -0.25f, .beta = 4.0f},
-      {.kind = cgr::math::ActivationKind::leaky_relu, .alpha = 0.1f},
-      {.kind = cgr::math::ActivationKind::unary, .unary = cgr::math::UnaryOp::silu},
-  };
+  const std::vector<cgr::math::Activation> activations = every_activation(4.0f);
   const gemm::MicroKernel* avx512 = nullptr;
   for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
     if (std::string(kernel->name) == "avx512") avx512 = kernel;
@@ -449,13 +455,7 @@ TEST_CASE("depthwise conv cpu: channels in lanes give the planes' bits for every
   asym.pad_right = 1;
   asym.stride_w = 2;
   shapes.push_back(finish(asym));
-  const std::vector<cgr::math::Activation> activations = {
-      kNoActivation,
-      kRelu,
-      {.kind = cgr::math::ActivationKind::clip, .alpha = -0.25f, .beta = 0.5f},
-      {.kind = cgr::math::ActivationKind::leaky_relu, .alpha = 0.1f},
-      {.kind = cgr::math::ActivationKind::unary, .unary = cgr::math::UnaryOp::silu},
-  };
+  const std::vector<cgr::math::Activation> activations = every_activation(0.5f);
   {
     // Planes whose padded copy passes lanes::kMaxPaddedFloats stay with the plane path.
     KernelOverride override_kernel(avx512);

@@ -159,6 +159,7 @@ struct OneDnnConv::Impl {
   Variant variants[2][2];
   std::vector<memory> weights[2];  // [row variant][oc slice], in the variants' format
   std::vector<float> bias;
+  std::vector<memory> bias_slices;  // per oc slice over `bias`, built once (empty: no bias)
 
   std::int64_t rows_of(std::int64_t r) const {
     return r + 1 < row_slices ? rows : g.out_h - (row_slices - 1) * rows;
@@ -264,6 +265,11 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
         if (rv == 0) d.input_slot = static_cast<std::int64_t>(pd.src_desc().get_size() / 4);
       }
     }
+    for (std::int64_t o = 0; !d.bias.empty() && o < d.oc_slices; ++o) {
+      d.bias_slices.emplace_back(
+          memory::desc({d.oc_of(o)}, memory::data_type::f32, memory::format_tag::x), engine,
+          d.bias.data() + o * d.oc);
+    }
     // Weights reordered once per oc slice into the format the primitives want; the last row
     // slice's primitive normally wants the same one and shares them.
     dnnl::stream stream(engine);
@@ -368,11 +374,8 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
               {DNNL_ARG_WEIGHTS, d.weights[d.row_variant(r)][static_cast<std::size_t>(o)]},
               {DNNL_ARG_DST, dst},
               {DNNL_ARG_SCRATCHPAD, scratchpad}};
-          if (!d.bias.empty()) {
-            args.emplace(
-                DNNL_ARG_BIAS,
-                memory(memory::desc({d.oc_of(o)}, memory::data_type::f32, memory::format_tag::x),
-                       cpu_engine(), const_cast<float*>(d.bias.data() + o * d.oc)));
+          if (!d.bias_slices.empty()) {
+            args.emplace(DNNL_ARG_BIAS, d.bias_slices[static_cast<std::size_t>(o)]);
           }
           v.primitive.execute(stream, args);
           stream.wait();

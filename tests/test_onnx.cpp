@@ -817,6 +817,81 @@ TEST_CASE(
         "test.onnx: node 'tr' (Transpose): axis -3 is out of range for rank 2");
 }
 
+TEST_CASE("ONNX constant folding is bounded, and Concat and Squeeze check shapes") {
+  SUBCASE("a chain that builds more than the bound is refused at the node that passes it") {
+    // A 4-byte shape expands to 2^20 elements, then Concat doubles it: 3 * 2^20 in all.
+    const auto build = [] {
+      OnnxBuilder b(13);
+      b.input("x", {1, 4});
+      b.ints("shape", {1024, 1024});
+      b.node("ConstantOfShape", {"shape"}, {"big"}, "fill");
+      b.node("Concat", {"big", "big"}, {"twice"}, "cat");
+      OnnxBuilder::attr(b.graph().mutable_node(1)[0], "axis", std::int64_t{0});
+      b.node("Relu", {"x"}, {"y"});
+      b.output("y");
+      return b;
+    };
+    OnnxImportOptions roomy;
+    roomy.max_folded_elements = 5 << 20;
+    CHECK(build().import(roomy).network.layer_count() == 1);
+    OnnxImportOptions tight;
+    tight.max_folded_elements = 3 << 20;
+    CHECK(error_message([&] { build().import(tight); }) ==
+          "test.onnx: node 'cat' (Concat): constant folding would build more than 3145728 "
+          "elements in this model; a model that needs more can raise "
+          "OnnxImportOptions::max_folded_elements");
+    // An Expand to a huge shape is refused before anything of that size is allocated.
+    OnnxBuilder e(13);
+    e.input("x", {1, 4});
+    e.ints("one", {1});
+    e.ints("huge", {1 << 20, 1 << 20});
+    e.node("Expand", {"one", "huge"}, {"wide"}, "expand");
+    e.node("Relu", {"x"}, {"y"});
+    e.output("y");
+    CHECK(error_message([&] { e.import(); }) ==
+          "test.onnx: node 'expand' (Expand): constant folding would build more than 134217728 "
+          "elements in this model; a model that needs more can raise "
+          "OnnxImportOptions::max_folded_elements");
+  }
+  SUBCASE("an empty constant whose other dims multiply past int64 transposes to an empty one") {
+    OnnxBuilder b(13);
+    b.input("x", {1, 4});
+    b.floats("empty", {0, 1 << 30, 1 << 30, 1 << 30}, {});
+    OnnxBuilder::attr(b.node("Transpose", {"empty"}, {"t"}, "tr"), "perm",
+                      std::vector<std::int64_t>{3, 2, 1, 0});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    CHECK(b.import().network.layer_count() == 1);
+  }
+  SUBCASE("Concat of constants whose other dims differ") {
+    OnnxBuilder b(13);
+    b.input("x", {1, 4});
+    b.floats("a", {2, 3}, random_vector(6, 1));
+    b.floats("c", {4, 5}, random_vector(20, 2));
+    b.node("Concat", {"a", "c"}, {"ac"}, "cat");
+    OnnxBuilder::attr(b.graph().mutable_node(0)[0], "axis", std::int64_t{1});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    CHECK(error_message([&] { b.import(); }) ==
+          "test.onnx: node 'cat' (Concat): inputs of shapes 2x3 and 4x5 differ off the axis 1");
+  }
+  SUBCASE("Squeeze of a computed tensor: shape only, and an axis of size 2 is refused") {
+    const auto build = [](std::vector<std::int64_t> axes) {
+      OnnxBuilder b(13);
+      b.input("x", {1, 3, 1, 4});
+      b.ints("axes", axes);
+      b.node("Squeeze", {"x", "axes"}, {"s"}, "squeeze");
+      b.node("Relu", {"s"}, {"y"});
+      b.output("y");
+      return b;
+    };
+    const OnnxModel model = build({0, -2}).import();
+    CHECK(model.network.desc(model.network.layer_output(1)).shape == Shape{3, 4});
+    CHECK(error_message([&] { build({1}).import(); }) ==
+          "test.onnx: node 'squeeze' (Squeeze): axis 1 has size 3, not 1: it cannot be squeezed");
+  }
+}
+
 TEST_CASE("ONNX unary functions become Unary layers with the op's attributes") {
   OnnxBuilder b(20);
   b.input("x", {1, 6});

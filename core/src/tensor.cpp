@@ -1,5 +1,6 @@
 #include "cgr/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cgr/error.hpp"
@@ -28,6 +29,8 @@ std::string_view to_string(DType dtype) {
 
 std::int64_t Shape::numel() const {
   // Shapes come from files too: an overflowing product is an error, not undefined behaviour.
+  // A zero dim makes the shape empty whatever the other dims are, in any order.
+  if (std::find(dims_.begin(), dims_.end(), 0) != dims_.end()) return 0;
   std::int64_t count = 1;
   for (auto d : dims_) {
     if (__builtin_mul_overflow(count, d, &count)) fail("shape {} has too many elements", to_string());

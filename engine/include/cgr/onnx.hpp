@@ -37,6 +37,10 @@ struct OnnxImportOptions {
   // Graph outputs that are exit heads, in the order the exits are declared (at least one
   // graph output must stay an output).
   std::vector<OnnxExit> exits = {};
+  // Bound on the elements constant folding (the shape arithmetic exporters emit) may build in
+  // one import, all folded nodes together: a larger model is refused with an error naming the
+  // node, never hours of folding or gigabytes of constants from a small file.
+  std::int64_t max_folded_elements = std::int64_t{1} << 27;
 };
 
 struct OnnxModel {

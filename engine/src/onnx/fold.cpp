@@ -44,6 +44,12 @@ ConstantTensor from_dense(const Dense& d) {
 
 // Element count of folded shapes; values come from the file, so the product is checked.
 std::int64_t count(const std::vector<std::int64_t>& dims) {
+  // An empty tensor has no elements whatever its other dims are, in any order.
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    if (std::any_of(dims.begin(), dims.end(), [](std::int64_t d) { return d < 0; }))
+      fail("a folded constant has an invalid shape");
+    return 0;
+  }
   std::int64_t n = 1;
   for (auto d : dims) {
     if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (std::int64_t{1} << 40)) {
@@ -55,6 +61,9 @@ std::int64_t count(const std::vector<std::int64_t>& dims) {
 
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
   std::vector<std::int64_t> strides(dims.size(), 1);
+  // Nothing is indexed in an empty tensor, whose other dims may multiply past int64 (count
+  // bounds the product of the dims of one with elements).
+  if (count(dims) == 0) return strides;
   for (std::size_t i = dims.size(); i-- > 1;)
     strides[i - 1] = strides[i] * dims[i];
   return strides;
@@ -88,7 +97,7 @@ void for_each_index(const std::vector<std::int64_t>& dims, Visit visit) {
 
 // NumPy broadcast of `inputs` (all present) and fn(values at one output index) per element.
 template <typename Fn>
-Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float,
+Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float, FoldBudget& budget,
                     const std::string& label, Fn fn) {
   std::size_t rank = 0;
   for (const Dense* d : inputs)
@@ -103,6 +112,7 @@ Dense broadcast_map(const std::vector<const Dense*>& inputs, bool is_float,
       if (v != 1) dims[k] = v;
     }
   }
+  budget.charge(count(dims), label);
   Dense out{dims, std::vector<double>(static_cast<std::size_t>(count(dims))), is_float};
   std::vector<std::vector<std::int64_t>> strides;
   for (const Dense* d : inputs) {
@@ -141,7 +151,7 @@ bool is_elementwise_fold(const std::string& op) {
 // give 0/1 integers (booleans).
 ConstantTensor fold_elementwise(const ::onnx::NodeProto& node,
                                 const std::vector<const ConstantTensor*>& inputs,
-                                const std::string& label) {
+                                FoldBudget& budget, const std::string& label) {
   const std::string& op = node.op_type();
   Attributes attrs(node, label, {});
   std::vector<Dense> dense;
@@ -158,7 +168,7 @@ ConstantTensor fold_elementwise(const ::onnx::NodeProto& node,
   if (op == "Where") {
     need(3);
     return from_dense(
-        broadcast_map(operands, dense[1].is_float || dense[2].is_float, label,
+        broadcast_map(operands, dense[1].is_float || dense[2].is_float, budget, label,
                       [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; }));
   }
   const bool unary =
@@ -166,14 +176,15 @@ ConstantTensor fold_elementwise(const ::onnx::NodeProto& node,
   if (unary) {
     need(1);
     const bool is_float = op == "Not" ? false : (op == "Sqrt" ? true : dense[0].is_float);
-    return from_dense(broadcast_map(operands, is_float, label, [&](const std::vector<double>& v) {
-      if (op == "Not") return v[0] == 0 ? 1.0 : 0.0;
-      if (op == "Neg") return -v[0];
-      if (op == "Abs") return std::abs(v[0]);
-      if (op == "Floor") return std::floor(v[0]);
-      if (op == "Ceil") return std::ceil(v[0]);
-      return std::sqrt(v[0]);
-    }));
+    return from_dense(
+        broadcast_map(operands, is_float, budget, label, [&](const std::vector<double>& v) {
+          if (op == "Not") return v[0] == 0 ? 1.0 : 0.0;
+          if (op == "Neg") return -v[0];
+          if (op == "Abs") return std::abs(v[0]);
+          if (op == "Floor") return std::floor(v[0]);
+          if (op == "Ceil") return std::ceil(v[0]);
+          return std::sqrt(v[0]);
+        }));
   }
   if (op == "Sum" || op == "Min" || op == "Max") {
     if (dense.empty()) fail("{}: needs inputs", label);
@@ -185,8 +196,8 @@ ConstantTensor fold_elementwise(const ::onnx::NodeProto& node,
     is_float = is_float || d.is_float;
   const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
                        op == "GreaterOrEqual" || op == "And" || op == "Or";
-  return from_dense(
-      broadcast_map(operands, compare ? false : is_float, label, [&](const std::vector<double>& v) {
+  return from_dense(broadcast_map(
+      operands, compare ? false : is_float, budget, label, [&](const std::vector<double>& v) {
         if (op == "Sum" || op == "Min" || op == "Max") {
           double acc = v[0];
           for (std::size_t i = 1; i < v.size(); ++i)
@@ -217,6 +228,46 @@ ConstantTensor fold_elementwise(const ::onnx::NodeProto& node,
 
 }  // namespace
 
+std::vector<std::int64_t> squeezed_dims(const ::onnx::NodeProto& node, int opset,
+                                        const std::vector<std::int64_t>& dims,
+                                        const ConstantTensor* axes_input,
+                                        const std::string& label) {
+  const bool unsqueeze = node.op_type() == "Unsqueeze";
+  Attributes attrs(node, label, {"axes"});
+  // From opset 13 the axes are an optional input; before, an attribute.
+  const std::vector<std::int64_t> axes =
+      opset >= 13 ? (axes_input != nullptr ? int_values(*axes_input, label, "axes")
+                                           : std::vector<std::int64_t>{})
+                  : attrs.get_ints("axes", {});
+  std::vector<std::int64_t> out;
+  if (unsqueeze) {
+    const std::size_t rank = dims.size() + axes.size();
+    std::vector<bool> inserted(rank, false);
+    for (auto a : axes) {
+      const auto axis = static_cast<std::size_t>(normalise_axis(a, rank, label));
+      if (inserted[axis]) fail("{}: axis {} is listed twice", label, a);
+      inserted[axis] = true;
+    }
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < rank; ++i)
+      out.push_back(inserted[i] ? 1 : dims[k++]);
+    return out;
+  }
+  // No axes: every dim of size 1 goes.
+  std::vector<bool> removed(dims.size(), false);
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    removed[i] = axes.empty() && dims[i] == 1;
+  for (auto a : axes) {
+    const auto axis = static_cast<std::size_t>(normalise_axis(a, dims.size(), label));
+    if (dims[axis] != 1)
+      fail("{}: axis {} has size {}, not 1: it cannot be squeezed", label, a, dims[axis]);
+    removed[axis] = true;
+  }
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (!removed[i]) out.push_back(dims[i]);
+  return out;
+}
+
 bool is_foldable(const ::onnx::NodeProto& node) {
   static const char* const kOps[] = {"ConstantOfShape", "Concat",   "Reshape",   "Slice",
                                      "Transpose",       "Cast",     "Unsqueeze", "Squeeze",
@@ -226,16 +277,31 @@ bool is_foldable(const ::onnx::NodeProto& node) {
                      [&](const char* op) { return node.op_type() == op; });
 }
 
+void FoldBudget::charge(std::int64_t elements, const std::string& label) {
+  if (elements > left_) {
+    fail(
+        "{}: constant folding would build more than {} elements in this model; a model that "
+        "needs more can raise OnnxImportOptions::max_folded_elements",
+        label, total_);
+  }
+  left_ -= elements;
+}
+
 ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
-                         const std::vector<const ConstantTensor*>& inputs,
+                         const std::vector<const ConstantTensor*>& inputs, FoldBudget& budget,
                          const std::string& label) {
   const std::string& op = node.op_type();
   auto input = [&](std::size_t i) -> const ConstantTensor& {
     if (i >= inputs.size() || inputs[i] == nullptr) fail("{}: input {} is missing", label, i);
     return *inputs[i];
   };
+  // An Identity of a weight (tied weights) is a copy the file's own size bounds.
   if (op == "Identity") return input(0);
-  if (is_elementwise_fold(op)) return fold_elementwise(node, inputs, label);
+  // Folding copies its inputs (one constant may feed a node many times); outputs that are not
+  // such a copy are charged where they are built.
+  for (const ConstantTensor* t : inputs)
+    if (t != nullptr) budget.charge(count(t->shape.dims()), label);
+  if (is_elementwise_fold(op)) return fold_elementwise(node, inputs, budget, label);
   if (op == "Range") {
     Attributes attrs(node, label, {});
     const auto scalar = [&](std::size_t i) {
@@ -247,6 +313,7 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     if (delta == 0) fail("{}: Range with delta 0", label);
     const double steps = std::max(0.0, std::ceil((limit - start) / delta));
     if (steps > (1 << 24)) fail("{}: a Range of {} elements is not folded", label, steps);
+    budget.charge(static_cast<std::int64_t>(steps), label);
     Dense d{{static_cast<std::int64_t>(steps)}, {}, input(0).is_float};
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(steps); ++i)
       d.values.push_back(start + static_cast<double>(i) * delta);
@@ -256,11 +323,12 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     Attributes attrs(node, label, {});
     const Dense d = to_dense(input(0));
     const auto shape = int_values(input(1), label, "the shape");
+    budget.charge(count(shape), label);
     Dense target{shape, std::vector<double>(static_cast<std::size_t>(count(shape)), 0.0), false};
     for (auto& v : target.dims)
       if (v < 0) fail("{}: shape value {} is negative", label, v);
     // Expand broadcasts both ways: out = broadcast(input, shape).
-    return from_dense(broadcast_map({&d, &target}, d.is_float, label,
+    return from_dense(broadcast_map({&d, &target}, d.is_float, budget, label,
                                     [](const std::vector<double>& v) { return v[0]; }));
   }
   if (op == "ConstantOfShape") {
@@ -280,6 +348,7 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
       if (v.shape.numel() != 1) fail("{}: value must hold one element", label);
       fill = v.is_float ? v.floats[0] : static_cast<double>(v.ints[0]);
     }
+    budget.charge(count(d.dims), label);
     d.values.assign(static_cast<std::size_t>(count(d.dims)), fill);
     return from_dense(d);
   }
@@ -315,6 +384,12 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     out.dims[axis] = 0;
     for (const auto& p : parts) {
       if (p.dims.size() != out.dims.size()) fail("{}: inputs have different ranks", label);
+      for (std::size_t i = 0; i < p.dims.size(); ++i) {
+        if (i != axis && p.dims[i] != parts[0].dims[i]) {
+          fail("{}: inputs of shapes {} and {} differ off the axis {}", label,
+               Shape(parts[0].dims).to_string(), Shape(p.dims).to_string(), axis);
+        }
+      }
       out.dims[axis] += p.dims[axis];
     }
     out.values.clear();
@@ -368,6 +443,7 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
       }
       seen[static_cast<std::size_t>(p)] = true;
     }
+    budget.charge(count(d.dims), label);
     Dense out = d;
     for (std::size_t i = 0; i < perm.size(); ++i)
       out.dims[i] = d.dims[static_cast<std::size_t>(perm[i])];
@@ -418,6 +494,7 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
       first[axis] = b;
       step[axis] = s;
     }
+    budget.charge(count(dims), label);
     Dense out{dims, std::vector<double>(static_cast<std::size_t>(count(dims))), d.is_float};
     const auto in_strides = strides_of(d.dims);
     for_each_index(dims, [&](std::int64_t i, const std::vector<std::int64_t>& index) {
@@ -429,35 +506,8 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
     return from_dense(out);
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
-    Attributes attrs(node, label, {"axes"});
     Dense d = to_dense(input(0));
-    std::vector<std::int64_t> axes = opset >= 13 ? (inputs.size() > 1 && inputs[1] != nullptr
-                                                        ? int_values(*inputs[1], label, "axes")
-                                                        : std::vector<std::int64_t>{})
-                                                 : attrs.get_ints("axes", {});
-    if (op == "Unsqueeze") {
-      const std::size_t rank = d.dims.size() + axes.size();
-      std::vector<bool> inserted(rank, false);
-      for (auto a : axes) {
-        const auto axis = static_cast<std::size_t>(normalise_axis(a, rank, label));
-        if (inserted[axis]) fail("{}: axis {} is listed twice", label, a);
-        inserted[axis] = true;
-      }
-      std::vector<std::int64_t> dims;
-      std::size_t k = 0;
-      for (std::size_t i = 0; i < rank; ++i)
-        dims.push_back(inserted[i] ? 1 : d.dims[k++]);
-      d.dims = dims;
-    } else {
-      std::vector<bool> removed(d.dims.size(), axes.empty());
-      for (auto a : axes)
-        removed[static_cast<std::size_t>(normalise_axis(a, d.dims.size(), label))] = true;
-      std::vector<std::int64_t> dims;
-      for (std::size_t i = 0; i < d.dims.size(); ++i) {
-        if (!(removed[i] && d.dims[i] == 1)) dims.push_back(d.dims[i]);
-      }
-      d.dims = dims;
-    }
+    d.dims = squeezed_dims(node, opset, d.dims, inputs.size() > 1 ? inputs[1] : nullptr, label);
     return from_dense(d);
   }
   if (op == "Gather") {
@@ -475,6 +525,7 @@ ConstantTensor fold_node(const ::onnx::NodeProto& node, int opset,
         d.dims.begin(), d.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
     const std::int64_t inner = count(std::vector<std::int64_t>(
         d.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, d.dims.end()));
+    budget.charge(count(dims), label);
     Dense out{dims, {}, d.is_float};
     for (std::int64_t o = 0; o < outer; ++o) {
       for (double raw : idx.values) {

@@ -60,7 +60,11 @@ bool register_op(std::string_view op_type, OpHandler handler) {
 
 Importer::Importer(const ::onnx::ModelProto& model, std::string what,
                    const OnnxImportOptions& options)
-    : model_proto_(model), graph_(model.graph()), what_(std::move(what)), options_(options) {}
+    : model_proto_(model),
+      graph_(model.graph()),
+      what_(std::move(what)),
+      options_(options),
+      fold_budget_(options.max_folded_elements) {}
 
 OnnxModel Importer::run() {
   read_opset();
@@ -263,7 +267,7 @@ bool Importer::try_fold(const ::onnx::NodeProto& node, const std::string& label)
     inputs.push_back(&c->second);
   }
   if (inputs.empty() && node.op_type() != "Concat") return false;
-  constants_[node.output(0)] = fold_node(node, result_.opset, inputs, label);
+  constants_[node.output(0)] = fold_node(node, result_.opset, inputs, fold_budget_, label);
   return true;
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cgr/onnx.hpp"
+#include "onnx/fold.hpp"
 #include "onnx/proto_util.hpp"
 
 namespace cgr::onnx_import {
@@ -137,6 +138,7 @@ class Importer {
   const ::onnx::GraphProto& graph_;
   std::string what_;
   const OnnxImportOptions& options_;
+  FoldBudget fold_budget_;
   OnnxModel result_;
   std::map<std::string, Value> values_;
   std::map<std::string, ConstantTensor> constants_;

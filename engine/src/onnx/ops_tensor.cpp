@@ -193,17 +193,13 @@ void import_squeeze(Importer& im, const ::onnx::NodeProto& node, int index,
                     const std::string& label) {
   Attributes attrs(node, label, {"axes"});
   Importer::need_inputs(node, label, 1, 2);
-  std::vector<const ConstantTensor*> inputs{nullptr};
-  ConstantTensor probe;
   const Value x = im.value(node.input(0), label);
-  probe.shape = im.network().desc(x).shape;
-  probe.floats.assign(static_cast<std::size_t>(probe.shape.numel()), 0.0f);
-  inputs[0] = &probe;
-  if (node.input_size() > 1 && !node.input(1).empty())
-    inputs.push_back(&im.constant(node.input(1), label, "axes"));
-  // Fold on a zero tensor of the same shape to learn the resulting dims.
-  const ConstantTensor shaped = fold_node(node, im.opset(), inputs, label);
-  im.bind(node.output(0), im.network().reshape(x, shaped.shape, im.layer_name(node, index)));
+  const ConstantTensor* axes = node.input_size() > 1 && !node.input(1).empty()
+                                   ? &im.constant(node.input(1), label, "axes")
+                                   : nullptr;
+  const Shape shape(
+      squeezed_dims(node, im.opset(), im.network().desc(x).shape.dims(), axes, label));
+  im.bind(node.output(0), im.network().reshape(x, shape, im.layer_name(node, index)));
 }
 
 void import_flatten(Importer& im, const ::onnx::NodeProto& node, int index,

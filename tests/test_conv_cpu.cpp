@@ -413,6 +413,13 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
   // does every conv under another micro-kernel (the override) or with CGR_ONEDNN=0.
   const ConvGeometry pointwise = finish(make_geometry(1, 32, 8, 8, 32, 1, 1, 1, 0));
   CHECK_FALSE(ConvKernelCpu(pointwise, random_values(weight_size(pointwise), 1), {}).uses_onednn());
+  // On maps larger than 16x16 a 1x1 conv needs more (192->96: 64 per float): GoogLeNet's at
+  // 28x28 stays with the GEMM, the same conv at 14x14 goes to oneDNN.
+  const ConvGeometry large_map = finish(make_geometry(1, 192, 28, 28, 96, 1, 1, 1, 0));
+  const ConvGeometry small_map = finish(make_geometry(1, 192, 14, 14, 96, 1, 1, 1, 0));
+  const auto pointwise_weight = random_values(weight_size(large_map), 3);
+  CHECK_FALSE(ConvKernelCpu(large_map, pointwise_weight, {}).uses_onednn());
+  CHECK(ConvKernelCpu(small_map, pointwise_weight, {}).uses_onednn() == expect_onednn);
   const ConvGeometry& dense = shapes.front();
   const auto dense_weight = random_values(weight_size(dense), 2);
   for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {

@@ -69,8 +69,11 @@ constexpr std::int64_t kSlicePoints = 512;
 // layers (7x7, 14x14) are one row slice, and their weights one channel slice.
 constexpr std::int64_t kMinTasks = 4;
 constexpr std::int64_t kMinTaskMacs = std::int64_t{1} << 21;
-// See OneDnnConv::wanted.
+// See OneDnnConv::wanted: a 1x1 conv through oneDNN needs this many multiply-adds per float
+// transposed, and on maps larger than kSmallMapPoints the second, larger figure.
 constexpr std::int64_t kMinPointwiseMacsPerFloat = 32;
+constexpr std::int64_t kLargeMapPointwiseMacsPerFloat = 100;
+constexpr std::int64_t kSmallMapPoints = 256;
 // Floats one input-copy task should at least write.
 constexpr std::int64_t kCopyTaskFloats = std::int64_t{1} << 16;
 
@@ -181,11 +184,16 @@ bool OneDnnConv::wanted(const Conv2dGeometry& g) {
   // A 1x1 conv does IC * OC / (IC + OC) multiply-adds per float the two transposes move: where
   // that is small (MobileNet-v2's 16->96 at 112x112: 14) they cost more than oneDNN saves, and
   // cgr's GEMM, which reads the input in place, stays (oneDNN took 1.32x its time there; 64->256
-  // at 56x56, 51: 0.96x; 768->192 at 17x17, 154: 0.68x; 320->1280 at 7x7: 0.74x).
-  if (g.kernel_h * g.kernel_w == 1 &&
-      g.in_channels * g.out_channels <
-          kMinPointwiseMacsPerFloat * (g.in_channels + g.out_channels)) {
-    return false;
+  // at 56x56, 51: 0.96x; 768->192 at 17x17, 154: 0.68x; 320->1280 at 7x7: 0.74x). On larger
+  // maps the GEMM's long rows of points keep it efficient further up (per-op medians in
+  // GoogLeNet, one thread, cgr's GEMM against oneDNN: 64->64 at 56x56, 32: 0.75x the time;
+  // 192->96 at 28x28, 64: 0.75x; 256->128, 85: 0.89x), where on 14x14 maps oneDNN stays ahead
+  // (MobileNet-v2's 384->64 and 576->96, 55 and 82: the GEMM took 1.15-1.27x).
+  if (g.kernel_h * g.kernel_w == 1) {
+    const std::int64_t needed = g.out_h * g.out_w <= kSmallMapPoints
+                                    ? kMinPointwiseMacsPerFloat
+                                    : kLargeMapPointwiseMacsPerFloat;
+    if (g.in_channels * g.out_channels < needed * (g.in_channels + g.out_channels)) return false;
   }
   if (std::string_view(gemm::best_kernel().name) != "avx512") return false;
   const char* env = std::getenv("CGR_ONEDNN");

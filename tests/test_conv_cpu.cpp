@@ -385,30 +385,38 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
 #endif
   cgr::ThreadPool pool2(2);
   cgr::ThreadPool pool3(3);
-  std::uint32_t seed = 700;
-  for (const ConvGeometry& g : shapes) {
-    const auto input = random_values(input_size(g), seed++);
-    const auto weight = random_values(weight_size(g), seed++);
-    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
-    const auto residual = random_values(output_size(g), seed++);
-    const ConvKernelCpu conv(g, weight, bias);
-    INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
-                 << g.in_w << ", kernel " << g.kernel_h << ", stride " << g.stride_h);
-    REQUIRE(conv.uses_onednn() == expect_onednn);
-    if (!expect_onednn) continue;
-    const ConvKernelCpu no_bias(g, weight, {});
-    for (std::size_t a = 0; a < activations.size(); ++a) {
-      const bool with_bias = a != 0;
-      const float* res = a % 2 == 0 ? residual.data() : nullptr;
-      const ConvKernelCpu& kernel = with_bias ? conv : no_bias;
-      INFO("activation " << a);
-      const auto serial = run_conv(kernel, input, res, activations[a], nullptr);
-      check_close(serial, reference_conv(g, input, weight, with_bias ? bias : std::vector<float>{},
-                                         res, activations[a]));
-      CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool2)));
-      CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool3)));
+  // Convs larger than 1x1 run on NHWC inside oneDNN, or with CGR_ONEDNN_NHWC=0 on nChw16c:
+  // both layouts, every shape.
+  for (const char* nhwc : {"1", "0"}) {
+    REQUIRE(setenv("CGR_ONEDNN_NHWC", nhwc, 1) == 0);
+    INFO("CGR_ONEDNN_NHWC=" << nhwc);
+    std::uint32_t seed = 700;
+    for (const ConvGeometry& g : shapes) {
+      const auto input = random_values(input_size(g), seed++);
+      const auto weight = random_values(weight_size(g), seed++);
+      const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+      const auto residual = random_values(output_size(g), seed++);
+      const ConvKernelCpu conv(g, weight, bias);
+      INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
+                   << g.in_w << ", kernel " << g.kernel_h << ", stride " << g.stride_h);
+      REQUIRE(conv.uses_onednn() == expect_onednn);
+      if (!expect_onednn) continue;
+      const ConvKernelCpu no_bias(g, weight, {});
+      for (std::size_t a = 0; a < activations.size(); ++a) {
+        const bool with_bias = a != 0;
+        const float* res = a % 2 == 0 ? residual.data() : nullptr;
+        const ConvKernelCpu& kernel = with_bias ? conv : no_bias;
+        INFO("activation " << a);
+        const auto serial = run_conv(kernel, input, res, activations[a], nullptr);
+        check_close(serial,
+                    reference_conv(g, input, weight, with_bias ? bias : std::vector<float>{}, res,
+                                   activations[a]));
+        CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool2)));
+        CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool3)));
+      }
     }
   }
+  unsetenv("CGR_ONEDNN_NHWC");
   // 1x1 convs with little work per transposed float (here 16) stay with cgr's GEMM, and so
   // does every conv under another micro-kernel (the override) or with CGR_ONEDNN=0.
   const ConvGeometry pointwise = finish(make_geometry(1, 32, 8, 8, 32, 1, 1, 1, 0));

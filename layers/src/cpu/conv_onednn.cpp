@@ -1,22 +1,32 @@
 // See conv_onednn.hpp.
 //
-// Why oneDNN: on this project's AVX-512 machine its JIT convolution on nChw16c runs ResNet's
-// and Inception's 3x3 convs 1.4-2x as fast as cgr's direct GEMM (64->64 at 56x56: 1.8 ms
-// against 3.7, single thread), where cgr's own kernel loses to ONNX Runtime's NCHWc kernels
-// by the same margin; oneDNN is the field's standard CPU convolution library (PyTorch's and
-// ONNX Runtime's DNNL provider) and Debian ships it.
+// Why oneDNN: on this project's AVX-512 machine its JIT convolution runs ResNet's and
+// Inception's 3x3 convs 1.4-2x as fast as cgr's direct GEMM (64->64 at 56x56: 1.8 ms against
+// 3.7, single thread), where cgr's own kernel loses to ONNX Runtime's NCHWc kernels by the same
+// margin; oneDNN is the field's standard CPU convolution library (PyTorch's and ONNX Runtime's
+// DNNL provider) and Debian ships it.
+//
+// Which layout inside: oneDNN's "brgconv" kernels (on NHWC) beat its nChw16c "jit" kernels on
+// every dense conv measured alone (a standalone oneDNN 2.6 program, one thread, one call per
+// conv, median ms, nChw16c against NHWC): 64->64 3x3 at 56x56 2.88 / 2.17, 128->128 at 28x28
+// 2.80 / 2.10, 256->256 at 14x14 2.33 / 2.04, 32->32 at 147x147 5.07 / 3.85, 80->192 at 73x73
+// 12.9 / 11.8, 64->128 stride 2 1.44 / 1.15, 1x1 768->192 at 17x17 0.71 / 0.68. Inside the
+// models that held for convs larger than 1x1 (whole models, one thread, the two layouts' engines
+// run alternately in one process: ResNet-18 0.93x the time, GoogLeNet 0.98x, Inception-v3
+// 0.95x), not for 1x1 convs (GoogLeNet's at 14x14: 1.26-1.6x the time on NHWC), so those stay
+// nChw16c. Fewer than 16 input channels (a first conv on the image) stay planes in, nChw16c
+// out, "jit" (ResNet's 7x7 stride-2 conv1: 2.09 against 2.49 for NHWC). CGR_ONEDNN_NHWC=0
+// keeps every conv on nChw16c (comparisons).
 //
 // How a run goes, per image:
-//  1. The input, NCHW, is transposed 16 channels at a time (lanes.hpp) into zero-padded
-//     nChw16c copies, one per slice of output rows (each with the input rows its outputs
+//  1. The input, NCHW, is transposed 16 channels at a time (lanes.hpp) into zero-padded NHWC
+//     (or nChw16c) copies, one per slice of output rows (each with the input rows its outputs
 //     read, halo included), so every primitive convolves a dense, unpadded tensor: the padding
 //     is explicit, and every slice but the last has the same shape and primitive. An input of
-//     fewer than 16 channels (a first conv, on the image) is copied as padded planes instead,
-//     which oneDNN's kernel for such convs reads (ResNet's 7x7 stride-2 conv1: 2.0 ms against
-//     cgr's 4.2).
+//     fewer than 16 channels is copied as padded planes instead (see above).
 //  2. One task per (row slice, output-channel slice): the oneDNN primitive writes the slice's
-//     result, nChw16c, into the workspace, and the task transposes it out to NCHW at once
-//     (still in cache) with the bias already added by oneDNN, then the residual and the
+//     result, NHWC or nChw16c, into the workspace, and the task transposes it out to NCHW at
+//     once (still in cache) with the bias already added by oneDNN, then the residual and the
 //     activation (lanes::output_finish; a Unary function through flat_epilogue).
 // oneDNN runs single-threaded inside each task: this build's oneDNN threads with OpenMP,
 // whose team would compete with cgr's pool for the same cores (and with other branches the
@@ -76,6 +86,12 @@ constexpr std::int64_t kLargeMapPointwiseMacsPerFloat = 100;
 constexpr std::int64_t kSmallMapPoints = 256;
 // Floats one input-copy task should at least write.
 constexpr std::int64_t kCopyTaskFloats = std::int64_t{1} << 16;
+
+// CGR_ONEDNN_NHWC unset or anything but "0" (see the top of this file).
+bool nhwc_enabled() {
+  const char* env = std::getenv("CGR_ONEDNN_NHWC");
+  return env == nullptr || std::string_view(env) != "0";
+}
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) {
   return (x + m - 1) / m * m;
@@ -144,15 +160,18 @@ class OneOmpThread {
 struct OneDnnConv::Impl {
   Conv2dGeometry g;
   std::int64_t padded_w = 0;  // pad_left + in_w + pad_right
-  // Inputs of 16 channels or more are copied nChw16c, 16 channels per block; fewer (a
-  // network's first conv, on an image) stay planes (nchw), which oneDNN's kernels for those
-  // read directly, one block of all channels.
-  bool blocked_input = false;
+  // How the input is copied, and so what the primitives read and write (see the top of this
+  // file): planes (fewer than 16 input channels; nchw in, nChw16c out), blocked (1x1 convs:
+  // nChw16c in and out) or channels-last (larger kernels: NHWC in and out). Blocked and
+  // channels-last copies are made 16 channels per copy item (the last perhaps fewer).
+  enum class Layout { planes, blocked, channels_last };
+  Layout layout = Layout::planes;
+  bool channels_last() const { return layout == Layout::channels_last; }
   std::int64_t in_blocks = 0;
   std::int64_t rows = 0, row_slices = 0;  // output rows per slice (the last: the rest)
   std::int64_t oc = 0, oc_slices = 0;     // output channels per slice (a multiple of 16)
   std::int64_t input_slot = 0;            // floats of one row slice's input copy
-  std::int64_t output_slot = 0;           // floats of one task's blocked result
+  std::int64_t output_slot = 0;           // floats of one task's result (NHWC or nChw16c)
   std::int64_t scratchpad_slot = 0;       // bytes of one task's oneDNN scratchpad
   // [row variant (0: full slice, 1: the last)][oc variant (0: full, 1: the last)]
   struct Variant {
@@ -207,8 +226,10 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
   Impl& d = *impl;
   d.g = g;
   d.padded_w = g.pad_left + g.in_w + g.pad_right;
-  d.blocked_input = g.in_channels >= kLanes;
-  d.in_blocks = d.blocked_input ? gemm::ceil_div(g.in_channels, kLanes) : 1;
+  d.layout = g.in_channels < kLanes                            ? Impl::Layout::planes
+             : g.kernel_h * g.kernel_w == 1 || !nhwc_enabled() ? Impl::Layout::blocked
+                                                               : Impl::Layout::channels_last;
+  d.in_blocks = d.layout == Impl::Layout::planes ? 1 : gemm::ceil_div(g.in_channels, kLanes);
   const std::int64_t k = g.in_channels * g.kernel_h * g.kernel_w;
   const std::int64_t weight_bytes = g.out_channels * k * static_cast<std::int64_t>(sizeof(float));
   d.oc_slices = gemm::ceil_div(weight_bytes, kSliceWeightBytes);
@@ -239,13 +260,16 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
       for (int ov = 0; ov < 2; ++ov) {
         const std::int64_t out_rows = d.rows_of(rv == 0 ? 0 : d.row_slices - 1);
         const std::int64_t out_ch = d.oc_of(ov == 0 ? 0 : d.oc_slices - 1);
-        const memory::desc src(
-            {1, g.in_channels, d.input_rows(out_rows), d.padded_w}, memory::data_type::f32,
-            d.blocked_input ? memory::format_tag::nChw16c : memory::format_tag::nchw);
+        const memory::desc src({1, g.in_channels, d.input_rows(out_rows), d.padded_w},
+                               memory::data_type::f32,
+                               d.layout == Impl::Layout::planes    ? memory::format_tag::nchw
+                               : d.layout == Impl::Layout::blocked ? memory::format_tag::nChw16c
+                                                                   : memory::format_tag::nhwc);
         const memory::desc wei({out_ch, g.in_channels, g.kernel_h, g.kernel_w},
                                memory::data_type::f32, memory::format_tag::any);
-        const memory::desc dst({1, out_ch, out_rows, g.out_w}, memory::data_type::f32,
-                               memory::format_tag::nChw16c);
+        const memory::desc dst(
+            {1, out_ch, out_rows, g.out_w}, memory::data_type::f32,
+            d.channels_last() ? memory::format_tag::nhwc : memory::format_tag::nChw16c);
         const memory::dims strides{g.stride_h, g.stride_w};
         const memory::dims dilates{g.dilation_h - 1, g.dilation_w - 1};
         const memory::dims no_padding{0, 0};
@@ -331,7 +355,7 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
   float* const outputs = inputs + d.row_slices * d.input_slot;
   auto* const scratchpads = reinterpret_cast<std::byte*>(outputs + tasks * d.output_slot);
   const lanes::OutputFinish finish = lanes::output_finish(activation.kind);
-  const std::int64_t block_channels = d.blocked_input ? kLanes : g.in_channels;
+  const std::int64_t block_channels = d.layout == Impl::Layout::planes ? g.in_channels : kLanes;
   const std::int64_t copy_grain = std::max<std::int64_t>(
       1, gemm::ceil_div(kCopyTaskFloats, block_channels * d.input_rows(d.rows) * d.padded_w));
 
@@ -350,17 +374,23 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
                 std::clamp<std::int64_t>(y0 + rows_in - g.pad_top, ih0, g.in_h);
             const lanes::PaddedImage part{ih1 - ih0, g.in_w, ih0 + g.pad_top - y0, g.pad_left,
                                           d.padded_w};
-            float* dst = inputs + r * d.input_slot + block * rows_in * d.padded_w * kLanes;
-            if (!d.blocked_input) {
+            if (d.layout == Impl::Layout::planes) {
               copy_planes(image + ih0 * g.in_w, in_plane, g.in_channels, part, rows_in,
                           inputs + r * d.input_slot);
               continue;
             }
-            lanes::fill_padding(dst, rows_in, part, 0.0f);
+            // This block's channels of every point of the slice's copy: a block of its own
+            // (nChw16c) or a slice of each NHWC point.
             const std::int64_t c0 = block * kLanes;
+            const std::int64_t channels = std::min(kLanes, g.in_channels - c0);
+            const bool nhwc = d.channels_last();
+            float* dst =
+                inputs + r * d.input_slot + (nhwc ? c0 : block * rows_in * d.padded_w * kLanes);
+            const std::int64_t point_stride = nhwc ? g.in_channels : kLanes;
+            lanes::fill_padding(dst, rows_in, part, 0.0f, point_stride, nhwc ? channels : kLanes);
             if (part.in_h > 0) {
-              lanes::planes_to_lanes(image + c0 * in_plane + ih0 * g.in_w, in_plane,
-                                     std::min(kLanes, g.in_channels - c0), part, dst);
+              lanes::planes_to_lanes(image + c0 * in_plane + ih0 * g.in_w, in_plane, channels, part,
+                                     dst, point_stride);
             }
           }
         });
@@ -391,22 +421,26 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
           fail("conv: oneDNN failed ({}, status {}); set CGR_ONEDNN=0 to use cgr's own kernels",
                e.what(), static_cast<int>(e.status));
         }
-        // Out to NCHW, 16 channels at a time.
+        // Out to NCHW, 16 channels at a time: in an NHWC result the block's lanes are a
+        // slice of each point, in an nChw16c one a block of points.
         const std::int64_t out_rows = d.rows_of(r);
         const std::int64_t points = out_rows * g.out_w;
+        const std::int64_t point_stride = d.channels_last() ? d.oc_of(o) : kLanes;
         for (std::int64_t b = 0; b * kLanes < d.oc_of(o); ++b) {
           const std::int64_t c0 = o * d.oc + b * kLanes;
           const std::int64_t channels = std::min(kLanes, g.out_channels - c0);
           const std::int64_t at = (n * g.out_channels + c0) * out_plane + r * d.rows * g.out_w;
           const float* res = residual != nullptr ? residual + at : nullptr;
-          const float* lanes_block = result + b * points * kLanes;
+          const float* lanes_block =
+              result + (d.channels_last() ? b * kLanes : b * points * kLanes);
           if (finish != nullptr) {
-            finish(lanes_block, points, channels, res, output + at, out_plane, activation.alpha,
-                   activation.beta);
+            finish(lanes_block, point_stride, points, channels, res, output + at, out_plane,
+                   activation.alpha, activation.beta);
             continue;
           }
           const lanes::ThreadScratch planes(static_cast<std::size_t>(kLanes * points));
-          lanes::lanes_to_planes(lanes_block, points, channels, planes.data(), points);
+          lanes::lanes_to_planes(lanes_block, points, channels, planes.data(), points,
+                                 point_stride);
           for (std::int64_t c = 0; c < channels; ++c) {
             flat_epilogue(planes.data() + c * points, points,
                           res != nullptr ? res + c * out_plane : nullptr,

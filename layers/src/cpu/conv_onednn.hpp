@@ -1,7 +1,7 @@
 // Dense 2-D convolution (one group; 1x1 only with enough channels) through oneDNN's JIT
-// kernels on the blocked layout they want (nChw16c: 16 channels in the lanes of a vector),
-// with cgr's threads, tasks and epilogue. The data stays NCHW between ops; conv_onednn.cpp says how a
-// run is split and why.
+// kernels on the layout they run fastest on (NHWC; nChw16c after an input of few channels),
+// with cgr's threads, tasks and epilogue. The data stays NCHW between ops; conv_onednn.cpp says how
+// a run is split and why.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +35,7 @@ class OneDnnConv {
   OneDnnConv(const OneDnnConv&) = delete;
   OneDnnConv& operator=(const OneDnnConv&) = delete;
 
-  // Scratch one run needs: the blocked input slices and the blocked result.
+  // Scratch one run needs: the NHWC input slices and the results.
   std::size_t workspace_bytes() const;
 
   // ConvKernelCpu::run's contract: output = act(conv + bias + residual), NCHW; the same bits

@@ -299,8 +299,8 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
         const std::int64_t at = (n * g.out_channels + c0) * out_plane + oh0 * g.out_w;
         const float* res = residual != nullptr ? residual + at : nullptr;
         if (finish != nullptr) {
-          finish(strip, rows * g.out_w, channels, res, output + at, out_plane, activation.alpha,
-                 activation.beta);
+          finish(strip, kLanes, rows * g.out_w, channels, res, output + at, out_plane,
+                 activation.alpha, activation.beta);
           continue;
         }
         lanes::lanes_to_planes(strip, rows * g.out_w, channels, planes, strip_points);

@@ -40,29 +40,43 @@ ThreadScratch::~ThreadScratch() {
 CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
     namespace {
   __attribute__((target("avx512f"))) void fill_points(float* padded, std::int64_t first,
-                                                      std::int64_t count, __m512 value) {
-    for (std::int64_t i = 0; i < count; ++i)
-      _mm512_storeu_ps(padded + (first + i) * kLanes, value);
+                                                      std::int64_t count, __m512 value,
+                                                      std::int64_t point_stride, __mmask16 mask) {
+    if (mask == 0xffff) {
+      for (std::int64_t i = 0; i < count; ++i)
+        _mm512_storeu_ps(padded + (first + i) * point_stride, value);
+    } else {
+      for (std::int64_t i = 0; i < count; ++i)
+        _mm512_mask_storeu_ps(padded + (first + i) * point_stride, mask, value);
+    }
   }
 }  // namespace
 
 __attribute__((target("avx512f"))) void fill_padding(float* padded, std::int64_t padded_h,
-                                                     const PaddedImage& image, float value) {
+                                                     const PaddedImage& image, float value,
+                                                     std::int64_t point_stride,
+                                                     std::int64_t channels) {
   const __m512 v = _mm512_set1_ps(value);
-  const std::int64_t w = image.padded_w;
+  const __mmask16 mask = channel_mask(channels);
+  const std::int64_t w = image.padded_w, s = point_stride;
   const std::int64_t interior_end = std::min(padded_h, image.pad_top + image.in_h);
-  fill_points(padded, 0, image.pad_top * w, v);
+  fill_points(padded, 0, image.pad_top * w, v, s, mask);
   for (std::int64_t y = image.pad_top; y < interior_end; ++y) {
-    fill_points(padded, y * w, image.pad_left, v);
-    fill_points(padded, y * w + image.pad_left + image.in_w, w - image.pad_left - image.in_w, v);
+    fill_points(padded, y * w, image.pad_left, v, s, mask);
+    fill_points(padded, y * w + image.pad_left + image.in_w, w - image.pad_left - image.in_w, v, s,
+                mask);
   }
-  fill_points(padded, interior_end * w, (padded_h - interior_end) * w, v);
+  fill_points(padded, interior_end * w, (padded_h - interior_end) * w, v, s, mask);
 }
 
 __attribute__((target("avx512f"))) void planes_to_lanes(const float* in, std::int64_t plane,
                                                         std::int64_t planes,
-                                                        const PaddedImage& image, float* padded) {
+                                                        const PaddedImage& image, float* padded,
+                                                        std::int64_t point_stride) {
   const std::int64_t count = image.in_h * image.in_w;
+  // A dense block takes whole vectors (zeros in the lanes of missing planes); a block of a
+  // wider point only its planes' lanes.
+  const __mmask16 store_mask = point_stride == kLanes ? channel_mask(kLanes) : channel_mask(planes);
   std::int64_t ih = 0, iw = 0;
   for (std::int64_t i0 = 0; i0 < count; i0 += kLanes) {
     const std::int64_t n = std::min(kLanes, count - i0);
@@ -72,8 +86,13 @@ __attribute__((target("avx512f"))) void planes_to_lanes(const float* in, std::in
       r[c] = c < planes ? _mm512_maskz_loadu_ps(mask, in + c * plane + i0) : _mm512_setzero_ps();
     transpose16(r);
     for (std::int64_t j = 0; j < n; ++j) {
-      _mm512_storeu_ps(
-          padded + ((ih + image.pad_top) * image.padded_w + iw + image.pad_left) * kLanes, r[j]);
+      float* at =
+          padded + ((ih + image.pad_top) * image.padded_w + iw + image.pad_left) * point_stride;
+      if (store_mask == 0xffff) {
+        _mm512_storeu_ps(at, r[j]);
+      } else {
+        _mm512_mask_storeu_ps(at, store_mask, r[j]);
+      }
       if (++iw == image.in_w) {
         iw = 0;
         ++ih;
@@ -84,12 +103,13 @@ __attribute__((target("avx512f"))) void planes_to_lanes(const float* in, std::in
 
 __attribute__((target("avx512f"))) void lanes_to_planes(const float* lanes, std::int64_t count,
                                                         std::int64_t planes, float* out,
-                                                        std::int64_t plane) {
+                                                        std::int64_t plane,
+                                                        std::int64_t point_stride) {
   for (std::int64_t t0 = 0; t0 < count; t0 += kLanes) {
     const std::int64_t n = std::min(kLanes, count - t0);
     const auto mask = static_cast<__mmask16>((1u << n) - 1u);
     __m512 r[16];
-    load_points(lanes, t0, n, r);
+    load_points(lanes, t0, n, r, point_stride, planes);
     for (std::int64_t c = 0; c < planes; ++c)
       _mm512_mask_storeu_ps(out + c * plane + t0, mask, r[c]);
   }
@@ -120,17 +140,15 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 lane_activation(
 }
 
 template <LaneActivation A>
-__attribute__((target("avx512f"))) void lanes_to_output(const float* lanes, std::int64_t count,
-                                                        std::int64_t channels,
-                                                        const float* residual, float* out,
-                                                        std::int64_t plane, float alpha,
-                                                        float beta) {
+__attribute__((target("avx512f"))) void lanes_to_output(
+    const float* lanes, std::int64_t point_stride, std::int64_t count, std::int64_t channels,
+    const float* residual, float* out, std::int64_t plane, float alpha, float beta) {
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (std::int64_t t0 = 0; t0 < count; t0 += kLanes) {
     const std::int64_t n = std::min(kLanes, count - t0);
     const auto mask = static_cast<__mmask16>((1u << n) - 1u);
     __m512 r[16];
-    load_points(lanes, t0, n, r);
+    load_points(lanes, t0, n, r, point_stride, channels);
     for (std::int64_t c = 0; c < channels; ++c) {
       __m512 x = r[c];
       if (residual != nullptr)

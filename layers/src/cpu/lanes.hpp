@@ -91,39 +91,61 @@ __attribute__((target("avx512f"), always_inline)) inline void transpose16(__m512
   }
 }
 
-// Loads points [t0, t0 + n) of a dense channels-last result (kLanes floats a point) and
-// transposes them: r[c] then holds plane c's n points (lanes past n are zero).
-__attribute__((target("avx512f"), always_inline)) inline void load_points(const float* lanes,
-                                                                          std::int64_t t0,
-                                                                          std::int64_t n,
-                                                                          __m512 r[16]) {
-  for (std::int64_t j = 0; j < 16; ++j)
-    r[j] = j < n ? _mm512_loadu_ps(lanes + (t0 + j) * kLanes) : _mm512_setzero_ps();
+// The lanes [0, channels) of a vector: the channels a block holds (the last block of a
+// channel count that is no multiple of 16 holds fewer).
+__attribute__((target("avx512f"), always_inline)) inline __mmask16 channel_mask(
+    std::int64_t channels) {
+  return channels >= kLanes ? __mmask16{0xffff}
+                            : static_cast<__mmask16>((1u << static_cast<unsigned>(channels)) - 1u);
+}
+
+// Loads points [t0, t0 + n) of a channels-last result (a point's 16 lanes at `point_stride`
+// floats from the last: kLanes for a dense block, C for a block of an NHWC tensor of C
+// channels, of which the lanes [0, channels) are read) and transposes them: r[c] then holds
+// plane c's n points (lanes past n, and planes past `channels`, are zero).
+__attribute__((target("avx512f"), always_inline)) inline void load_points(
+    const float* lanes, std::int64_t t0, std::int64_t n, __m512 r[16],
+    std::int64_t point_stride = kLanes, std::int64_t channels = kLanes) {
+  if (channels >= kLanes) {
+    for (std::int64_t j = 0; j < 16; ++j)
+      r[j] = j < n ? _mm512_loadu_ps(lanes + (t0 + j) * point_stride) : _mm512_setzero_ps();
+  } else {
+    const __mmask16 mask = channel_mask(channels);
+    for (std::int64_t j = 0; j < 16; ++j)
+      r[j] = j < n ? _mm512_maskz_loadu_ps(mask, lanes + (t0 + j) * point_stride)
+                   : _mm512_setzero_ps();
+  }
   transpose16(r);
 }
 CGR_LANES_INTRINSICS_END
 
-// Sets every padding cell of a padded_h x padded_w image (kLanes floats a point) around the
-// interior `image` describes to `value`; the interior is left as it is. AVX-512 only.
-void fill_padding(float* padded, std::int64_t padded_h, const PaddedImage& image, float value);
+// In the functions below a point's 16 lanes lie `point_stride` floats after the last point's:
+// kLanes for a dense block (16 channels, nChw16c), C for 16 channels of an NHWC tensor of C
+// channels (whose last block may hold fewer: only the lanes [0, channels) are then touched).
+
+// Sets every padding cell of a padded_h x padded_w image around the interior `image`
+// describes to `value`; the interior is left as it is. AVX-512 only.
+void fill_padding(float* padded, std::int64_t padded_h, const PaddedImage& image, float value,
+                  std::int64_t point_stride = kLanes, std::int64_t channels = kLanes);
 
 // `planes` (<= 16) planes of in_h x in_w, `plane` floats apart, into the interior of `image`;
-// lanes of missing planes get zeros. The padding cells are not written (the caller fills
-// them once: they are the same for every block). AVX-512 only.
+// in a dense block (point_stride kLanes) the lanes of missing planes get zeros, in a wider one
+// they are not written. The padding cells are not written (the caller fills them once: they
+// are the same for every block). AVX-512 only.
 void planes_to_lanes(const float* in, std::int64_t plane, std::int64_t planes,
-                     const PaddedImage& image, float* padded);
+                     const PaddedImage& image, float* padded, std::int64_t point_stride = kLanes);
 
-// The inverse for a dense channels-last result of `count` points: lanes [0, planes) out to
-// planes `plane` floats apart. AVX-512 only.
+// The inverse for a channels-last result of `count` points: lanes [0, planes) out to planes
+// `plane` floats apart. AVX-512 only.
 void lanes_to_planes(const float* lanes, std::int64_t count, std::int64_t planes, float* out,
-                     std::int64_t plane);
+                     std::int64_t plane, std::int64_t point_stride = kLanes);
 
-// The end of an epilogue on `count` points of a dense channels-last result (bias already in):
-// lanes [0, channels) out to planes `plane` floats apart, plus the residual (the same offsets,
-// or null), through the activation, with Activation's semantics to the bit.
-using OutputFinish = void (*)(const float* lanes, std::int64_t count, std::int64_t channels,
-                              const float* residual, float* out, std::int64_t plane, float alpha,
-                              float beta);
+// The end of an epilogue on `count` points of a channels-last result (bias already in): lanes
+// [0, channels) out to planes `plane` floats apart, plus the residual (the same offsets, or
+// null), through the activation, with Activation's semantics to the bit.
+using OutputFinish = void (*)(const float* lanes, std::int64_t point_stride, std::int64_t count,
+                              std::int64_t channels, const float* residual, float* out,
+                              std::int64_t plane, float alpha, float beta);
 // The finish for an activation kind, or null for a Unary function (no vector form here: such
 // an epilogue goes through lanes_to_planes and flat_epilogue). AVX-512 only.
 OutputFinish output_finish(math::ActivationKind kind);

@@ -42,8 +42,10 @@ for flag in "$@"; do
   esac
 done
 
+# ocl-icd-opencl-dev: Debian's oneDNN is built with an OpenCL GPU runtime, and its CMake package
+# refuses to load without OpenCL's headers and library, which libdnnl-dev only recommends.
 packages=(cmake ninja-build g++ libfmt-dev doctest-dev nlohmann-json3-dev libcli11-dev libonnx-dev libdnnl-dev
-          libprotobuf-dev protobuf-compiler)
+          ocl-icd-opencl-dev libprotobuf-dev protobuf-compiler)
 if ((sample)); then
   packages+=(python3 python3-numpy python3-torch python3-torchvision python3-sklearn)
 fi

@@ -224,6 +224,10 @@ void print_graph_facts(const std::vector<ModeRun>& runs) {
   fmt::print("memory         arena {} of {} activations ({:.0f}%), weights {}\n",
              format_bytes(info.arena_bytes), format_bytes(info.activation_bytes), share,
              format_bytes(info.weight_bytes));
+  if (info.channels_last_values > 0) {
+    fmt::print("layout         {} values channels-last (NHWC) from one op to the next\n",
+               info.channels_last_values);
+  }
   // The CUDA graph as planned, on any machine: what a graph mode's context would instantiate.
   std::string planned;
   for (const Mode mode : {Mode::dag, Mode::stream_graph}) {
@@ -416,7 +420,8 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
                   {"cuda_plan", cuda_plan_json(runs.front().engine)},
                   {"arena_bytes", info.arena_bytes},
                   {"activation_bytes", info.activation_bytes},
-                  {"weight_bytes", info.weight_bytes}};
+                  {"weight_bytes", info.weight_bytes},
+                  {"channels_last_values", info.channels_last_values}};
   }
   const ModeRun* dag = find_mode(runs, Mode::dag);
   const double dag_median =

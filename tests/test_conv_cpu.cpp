@@ -12,13 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "cgr/engine.hpp"
 #include "cgr/error.hpp"
+#include "cgr/models/random_weights.hpp"
+#include "cgr/network.hpp"
 #include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
 #include "cpu/depthwise_conv_cpu.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/linear_cpu.hpp"
 #include "cpu/matmul_cpu.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -439,6 +443,157 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
   CHECK_FALSE(ConvKernelCpu(dense, dense_weight, {}).uses_onednn());
   unsetenv("CGR_ONEDNN");
   CHECK(ConvKernelCpu(dense, dense_weight, {}).uses_onednn() == expect_onednn);
+}
+
+namespace {
+
+// A batch of images between NCHW and NHWC.
+std::vector<float> transpose_images(const std::vector<float>& in, std::int64_t n, std::int64_t c,
+                                    std::int64_t points, bool to_nhwc) {
+  std::vector<float> out(in.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      for (std::int64_t p = 0; p < points; ++p) {
+        const std::size_t nchw = static_cast<std::size_t>((i * c + ch) * points + p);
+        const std::size_t nhwc = static_cast<std::size_t>((i * points + p) * c + ch);
+        if (to_nhwc) {
+          out[nhwc] = in[nchw];
+        } else {
+          out[nchw] = in[nhwc];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path's bits") {
+  const gemm::MicroKernel* avx512 = nullptr;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (std::string(kernel->name) == "avx512") avx512 = kernel;
+  }
+#if defined(CGR_HAVE_ONEDNN)
+  const bool expect_onednn = avx512 != nullptr;
+#else
+  const bool expect_onednn = false;
+#endif
+  if (!expect_onednn) {
+    MESSAGE("skipped: no oneDNN in this build, or no AVX-512 on this CPU");
+    return;
+  }
+  // Two-group's 32->32 at 56x56 (sliced by channels for the threads, made again over whole
+  // channels for an NHWC output); 16 channels at 64x64, batch 2 (one slice of channels
+  // already); channels that are not multiples of 16 with stride 2, a 5x5 kernel and asymmetric
+  // padding; a small map whose whole-channel slices would be too short (NHWC in only).
+  ConvGeometry odd = make_geometry(1, 24, 140, 61, 40, 5, 5, 2, 2);
+  odd.pad_top = 1;
+  odd.pad_right = 3;
+  const std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 32, 56, 56, 32, 3, 3, 1, 1)),
+      finish(make_geometry(2, 16, 64, 64, 16, 3, 3, 1, 1)),
+      finish(odd),
+      finish(make_geometry(1, 64, 20, 20, 64, 3, 3, 1, 1)),
+  };
+  const std::vector<bool> writes_nhwc = {true, true, true, false};
+  const cgr::math::Activation sigmoid{.kind = cgr::math::ActivationKind::unary,
+                                      .unary = cgr::math::UnaryOp::sigmoid};
+  const std::vector<cgr::math::Activation> activations = {
+      kRelu, kNoActivation,
+      cgr::math::Activation{.kind = cgr::math::ActivationKind::clip, .alpha = -0.5f, .beta = 0.5f},
+      sigmoid};
+  cgr::ThreadPool pool2(2);
+  cgr::ThreadPool pool3(3);
+  std::uint32_t seed = 1700;
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    const ConvGeometry& g = shapes[s];
+    INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
+                 << g.in_w << ", kernel " << g.kernel_h << ", stride " << g.stride_h);
+    const auto input = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    const auto nhwc_input = transpose_images(input, g.batch, g.in_channels, g.in_h * g.in_w, true);
+    const ConvKernelCpu nchw(g, weight, bias);
+    REQUIRE(nchw.uses_onednn());
+    CHECK(nchw.channels_last_input());
+    CHECK(nchw.channels_last_output() == writes_nhwc[s]);
+    for (const auto& [in_nhwc, out_nhwc] :
+         std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
+      if (out_nhwc && !writes_nhwc[s]) continue;
+      INFO("NHWC input " << in_nhwc << ", NHWC output " << out_nhwc);
+      ConvKernelCpu kernel(g, weight, bias);
+      kernel.set_channels_last(in_nhwc, out_nhwc);
+      for (std::size_t a = 0; a < activations.size(); ++a) {
+        INFO("activation " << a);
+        // A residual joins an NCHW output only.
+        const float* res = !out_nhwc && a % 2 == 0 ? residual.data() : nullptr;
+        const auto expected = run_conv(nchw, input, res, activations[a], nullptr);
+        for (cgr::ThreadPool* pool : {static_cast<cgr::ThreadPool*>(nullptr), &pool2, &pool3}) {
+          auto got = run_conv(kernel, in_nhwc ? nhwc_input : input, res, activations[a], pool);
+          if (out_nhwc)
+            got = transpose_images(got, g.batch, g.out_channels, g.out_h * g.out_w, false);
+          CHECK(same_bits(got, expected));
+        }
+      }
+    }
+  }
+  // A 1x1 conv runs on nChw16c, and weights over 1 MiB in channel slices: no NHWC there.
+  const ConvGeometry pointwise = finish(make_geometry(1, 256, 9, 9, 96, 1, 1, 1, 0));
+  const ConvKernelCpu blocked(pointwise, random_values(weight_size(pointwise), 5), {});
+  REQUIRE(blocked.uses_onednn());
+  CHECK_FALSE(blocked.channels_last_input());
+  CHECK_FALSE(blocked.channels_last_output());
+  const ConvGeometry wide = finish(make_geometry(1, 128, 21, 30, 300, 3, 3, 1, 1));
+  ConvKernelCpu sliced(wide, random_values(weight_size(wide), 6), {});
+  CHECK(sliced.channels_last_input());
+  CHECK_FALSE(sliced.channels_last_output());
+  CHECK_THROWS_WITH_AS(sliced.set_channels_last(false, true),
+                       doctest::Contains("no channels-last value"), cgr::Error);
+}
+
+TEST_CASE("CPU layout plan: channels-last values only between convs that take them, same bits") {
+  using namespace cgr;
+  const gemm::MicroKernel* avx512 = nullptr;
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (std::string(kernel->name) == "avx512") avx512 = kernel;
+  }
+#if defined(CGR_HAVE_ONEDNN)
+  const bool expect_onednn = avx512 != nullptr;
+#else
+  const bool expect_onednn = false;
+#endif
+  // a's value is read by b alone: channels-last. b's is read by c and by a max pool, which
+  // reads NCHW only: NCHW. c's joins the input in a residual add and is an output: NCHW.
+  Network net;
+  const Value x = net.input("x", {1, 32, 56, 56});
+  const Conv2dParams conv{.out_channels = 32, .kernel = 3, .padding = 1};
+  const Value a = net.relu(net.conv2d(x, conv, "a"), "a.relu");
+  const Value b = net.relu(net.conv2d(a, conv, "b"), "b.relu");
+  const Value c = net.conv2d(b, conv, "c");
+  net.output("y", net.relu(net.add(c, x, "add"), "add.relu"));
+  net.output("pooled", net.max_pool2d(b, {.kernel = 3, .stride = 2, .padding = 1}, "pool"));
+  const Weights weights = models::random_weights(net, 11);
+  const auto image = test::random_vector(32 * 56 * 56, 12);
+  auto infer = [&](const EngineOptions& options, const char* plan) {
+    REQUIRE(setenv("CGR_CPU_CHANNELS_LAST", plan, 1) == 0);
+    const Engine engine = Engine::build(net, weights, options);
+    unsetenv("CGR_CPU_CHANNELS_LAST");
+    CHECK(engine.info().channels_last_values ==
+          (expect_onednn && std::string_view(plan) == "1" ? 1 : 0));
+    return engine.create_context().infer({{"x", image}});
+  };
+  const Result nchw = infer({.threads = 2}, "0");
+  for (const EngineOptions& options :
+       {EngineOptions{.threads = 2}, EngineOptions{.mode = Mode::eager, .threads = 1},
+        EngineOptions{.threads = 3}}) {
+    const Result planned = infer(options, "1");
+    for (const char* output : {"y", "pooled"}) {
+      INFO(output);
+      CHECK(planned.output(output).to_vector() == nchw.output(output).to_vector());
+    }
+  }
 }
 
 TEST_CASE("depthwise conv cpu: channels in lanes give the planes' bits for every activation") {

@@ -4,7 +4,11 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <limits>
+#include <memory>
+#include <span>
+#include <string_view>
 
 #include "cgr/layers/element_math.hpp"
 
@@ -24,6 +28,68 @@ class ExitDecisionKernel final : public CpuKernel {
  private:
   std::int64_t batch_, classes_;
 };
+
+// The layout plan: which values are channels-last (NHWC) instead of NCHW, so that the ops on
+// both sides skip their transposes (oneDNN's convolutions compute on NHWC; an NCHW value costs
+// each of them a transpose in and one out). A value qualifies where its producer can write it
+// so and every op reading it can read it so (CpuKernel), it is 4-D, and it is an op's own
+// value: not an input, output or other persistent value, not a view of another value or
+// viewed by one, not a slice of a Concat written in place nor such a Concat. Then each kernel
+// is told the layout of its inputs and output. CGR_CPU_CHANNELS_LAST=0 keeps every value NCHW
+// (for comparisons). Returns how many values are channels-last.
+int plan_channels_last(const detail::CompiledEngine& engine,
+                       const std::vector<std::unique_ptr<CpuKernel>>& kernels) {
+  if (const char* env = std::getenv("CGR_CPU_CHANNELS_LAST");
+      env != nullptr && std::string_view(env) == "0") {
+    return 0;
+  }
+  const std::size_t count = engine.values.size();
+  std::vector<bool> shared(count, false);
+  for (std::size_t v = 0; v < count; ++v) {
+    const detail::EngineValue& value = engine.values[v];
+    if (value.alias_of >= 0) shared[v] = shared[static_cast<std::size_t>(value.alias_of)] = true;
+    if (!value.parts.empty()) shared[v] = true;
+    for (const int part : value.parts)
+      shared[static_cast<std::size_t>(part)] = true;
+  }
+  std::vector<bool> readable(count, true);
+  std::vector<bool> read(count, false);
+  for (std::size_t op = 0; op < engine.ops.size(); ++op) {
+    const auto& inputs = engine.ops[op].inputs;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto v = static_cast<std::size_t>(inputs[i]);
+      read[v] = true;
+      if (!kernels[op]->can_read_channels_last(i)) readable[v] = false;
+    }
+  }
+  std::vector<bool> channels_last(count, false);
+  int result = 0;
+  for (std::size_t v = 0; v < count; ++v) {
+    const detail::EngineValue& value = engine.values[v];
+    if (value.producer < 0 || value.persistent || shared[v] || !read[v] || !readable[v] ||
+        value.desc.shape.rank() != 4 ||
+        !kernels[static_cast<std::size_t>(value.producer)]->can_write_channels_last()) {
+      continue;
+    }
+    channels_last[v] = true;
+    ++result;
+  }
+  if (result == 0) return 0;
+  for (std::size_t op = 0; op < engine.ops.size(); ++op) {
+    const detail::CompiledOp& compiled = engine.ops[op];
+    const bool output =
+        compiled.output >= 0 && channels_last[static_cast<std::size_t>(compiled.output)];
+    const std::size_t n = compiled.inputs.size();
+    const auto inputs = std::make_unique<bool[]>(n + 1);  // + 1: never a zero-size array
+    bool any = output;
+    for (std::size_t i = 0; i < n; ++i) {
+      inputs[i] = channels_last[static_cast<std::size_t>(compiled.inputs[i])];
+      any = any || inputs[i];
+    }
+    if (any) kernels[op]->use_channels_last(std::span<const bool>(inputs.get(), n), output);
+  }
+  return result;
+}
 
 class CpuBackend final : public detail::Backend {
  public:
@@ -64,7 +130,9 @@ class CpuBackend final : public detail::Backend {
         kernels.push_back(rounded.layer->make_cpu_kernel(rounded));
       }
     }
-    return std::make_unique<CpuProgram>(engine.options.threads, std::move(kernels));
+    const int channels_last_values = plan_channels_last(engine, kernels);
+    return std::make_unique<CpuProgram>(engine.options.threads, std::move(kernels),
+                                        channels_last_values);
   }
 };
 

@@ -213,6 +213,7 @@ Engine Engine::build(const Network& network, const Weights& weights, const Engin
   info.activation_bytes = engine->plan.total_bytes;
   for (const auto& [name, tensor] : weights.tensors())
     info.weight_bytes += tensor.bytes().size();
+  info.channels_last_values = engine->program->channels_last_values();
   return Engine(std::move(engine));
 }
 

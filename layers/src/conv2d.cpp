@@ -51,6 +51,17 @@ class Conv2dCpuKernel final : public CpuKernel {
           }
         });
   }
+  // NHWC in where oneDNN runs the conv on NHWC; out too where it writes the output in place
+  // (cpu/conv_onednn.hpp) and no residual or squeeze-excitation gate, read NCHW, joins it.
+  bool can_read_channels_last(std::size_t input) const override {
+    return input == 0 && conv_.channels_last_input();
+  }
+  bool can_write_channels_last() const override {
+    return conv_.channels_last_output() && !epilogue_.residual && epilogue_.gated_plane == 0;
+  }
+  void use_channels_last(std::span<const bool> inputs, bool output) override {
+    conv_.set_channels_last(!inputs.empty() && inputs[0], output);
+  }
   std::size_t workspace_bytes() const override {
     if (epilogue_.gated_plane == 0) return conv_.workspace_bytes();
     return gate_offset_ + static_cast<std::size_t>(gates_) * sizeof(float);

@@ -375,7 +375,8 @@ class Engine(_EngineBase):
 
     def info(self) -> Dict[str, Any]:
         """cgr::EngineInfo: layers, ops, edges, critical_path, critical_path_us, max_width,
-        arena_bytes, activation_bytes, weight_bytes."""
+        arena_bytes, activation_bytes, weight_bytes, channels_last_values (CPU: values kept
+        NHWC from one op to the next)."""
         return self._native.info()
 
     def op_names(self) -> List[str]:

@@ -257,6 +257,7 @@ class EngineHandle {
     d["arena_bytes"] = i.arena_bytes;
     d["activation_bytes"] = i.activation_bytes;
     d["weight_bytes"] = i.weight_bytes;
+    d["channels_last_values"] = i.channels_last_values;
     return d;
   }
 

@@ -90,7 +90,8 @@ def test_from_onnx_file_path_and_bytes(two_branch, two_branch_onnx, image):
 def test_engine_info_and_ops(two_branch_engine):
     info = two_branch_engine.info()
     assert set(info) == {"layers", "ops", "edges", "critical_path", "critical_path_us",
-                         "max_width", "arena_bytes", "activation_bytes", "weight_bytes"}
+                         "max_width", "arena_bytes", "activation_bytes", "weight_bytes",
+                         "channels_last_values"}
     # Two branches run side by side: the graph is at least two wide and its longest chain is
     # shorter than the op count. BatchNorm and ReLU fold into the convs.
     assert info["max_width"] >= 2
@@ -99,6 +100,9 @@ def test_engine_info_and_ops(two_branch_engine):
     # 3x3 convs 3->8, 8->8, 3->8, a 1x1 8->8 and Linear 16->10: weights and biases in float32.
     params = (8 * 3 * 9 + 8) + (8 * 8 * 9 + 8) + (8 * 3 * 9 + 8) + (8 * 8 + 8) + (16 * 10 + 10)
     assert info["weight_bytes"] >= 4 * params
+    # 8-channel convs stay with cgr's own kernels (oneDNN takes 16 input channels and up), so
+    # no value is kept channels-last.
+    assert info["channels_last_values"] == 0
     names = two_branch_engine.op_names()
     assert len(names) == info["ops"] and all(isinstance(n, str) and n for n in names)
     assert any("+" in n for n in names)  # fused conv + BatchNorm + ReLU

@@ -177,6 +177,7 @@ struct EngineInfo {
   std::size_t arena_bytes = 0;       // activation arena of one context
   std::size_t activation_bytes = 0;  // sum of all activations and workspaces (no reuse)
   std::size_t weight_bytes = 0;      // weights as the kernels hold them
+  int channels_last_values = 0;      // CPU: values kept NHWC from one op to the next
 };
 
 namespace detail {

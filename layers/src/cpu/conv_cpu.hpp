@@ -35,6 +35,13 @@ class ConvKernelCpu {
   // Whether oneDNN computes this convolution (conv_onednn.hpp). Its bits then differ from
   // cgr's own kernels' (another order of the sums), though not between thread counts.
   bool uses_onednn() const { return onednn_ != nullptr; }
+  // Whether the input and output can be NHWC values (OneDnnConv::channels_last), and the
+  // choice, made before the first run (the CPU layout plan, Layer::make_cpu_kernel's caller).
+  bool channels_last_input() const { return onednn_ != nullptr && onednn_->channels_last(); }
+  bool channels_last_output() const {
+    return onednn_ != nullptr && onednn_->channels_last_output();
+  }
+  void set_channels_last(bool input, bool output) { onednn_->set_channels_last(input, output); }
 
   // Bytes of scratch one run needs (the im2col panel); the caller provides it (the memory
   // plan owns it), 64-byte aligned for best speed.

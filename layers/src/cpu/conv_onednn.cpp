@@ -23,11 +23,15 @@
 //     (or nChw16c) copies, one per slice of output rows (each with the input rows its outputs
 //     read, halo included), so every primitive convolves a dense, unpadded tensor: the padding
 //     is explicit, and every slice but the last has the same shape and primitive. An input of
-//     fewer than 16 channels is copied as padded planes instead (see above).
+//     fewer than 16 channels is copied as padded planes instead (see above). An input the
+//     engine's layout plan keeps NHWC (engine/cpu/cpu_backend.cpp) is copied row by row
+//     between its padding, no transpose.
 //  2. One task per (row slice, output-channel slice): the oneDNN primitive writes the slice's
 //     result, NHWC or nChw16c, into the workspace, and the task transposes it out to NCHW at
 //     once (still in cache) with the bias already added by oneDNN, then the residual and the
-//     activation (lanes::output_finish; a Unary function through flat_epilogue).
+//     activation (lanes::output_finish; a Unary function through flat_epilogue). An output the
+//     layout plan keeps NHWC is sliced by rows only, over all channels: the primitive writes
+//     each slice's rows straight into the output, and the activation runs over them in place.
 // oneDNN runs single-threaded inside each task: this build's oneDNN threads with OpenMP,
 // whose team would compete with cgr's pool for the same cores (and with other branches the
 // DAG runs at the same time); cgr's tasks give the parallelism instead. Output channels are
@@ -167,6 +171,12 @@ struct OneDnnConv::Impl {
   enum class Layout { planes, blocked, channels_last };
   Layout layout = Layout::planes;
   bool channels_last() const { return layout == Layout::channels_last; }
+  // The engine's values on either side are NHWC (OneDnnConv::set_channels_last).
+  bool input_nhwc = false, output_nhwc = false;
+  // The weights fit one channel slice (kSliceWeightBytes), so that tasks can be row slices
+  // over all channels, each writing dense rows of an NHWC output (whole_channels: so sliced).
+  bool weights_fit = false, whole_channels = false;
+  bool nhwc_output = false;  // OneDnnConv::channels_last_output
   std::int64_t in_blocks = 0;
   std::int64_t rows = 0, row_slices = 0;  // output rows per slice (the last: the rest)
   std::int64_t oc = 0, oc_slices = 0;     // output channels per slice (a multiple of 16)
@@ -221,6 +231,15 @@ bool OneDnnConv::wanted(const Conv2dGeometry& g) {
 
 std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<const float> weight,
                                              std::span<const float> bias) {
+  auto impl = make_impl(g, weight, bias, false);
+  if (impl == nullptr) return nullptr;
+  return std::unique_ptr<OneDnnConv>(new OneDnnConv(std::move(impl)));
+}
+
+std::unique_ptr<OneDnnConv::Impl> OneDnnConv::make_impl(const Conv2dGeometry& g,
+                                                        std::span<const float> weight,
+                                                        std::span<const float> bias,
+                                                        bool whole_channels) {
   if (g.out_h <= 0 || g.out_w <= 0) return nullptr;
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
@@ -233,6 +252,8 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
   const std::int64_t k = g.in_channels * g.kernel_h * g.kernel_w;
   const std::int64_t weight_bytes = g.out_channels * k * static_cast<std::int64_t>(sizeof(float));
   d.oc_slices = gemm::ceil_div(weight_bytes, kSliceWeightBytes);
+  d.weights_fit = d.oc_slices == 1;
+  d.whole_channels = whole_channels && d.weights_fit;
   d.oc = round_up(gemm::ceil_div(g.out_channels, d.oc_slices), kLanes);
   d.oc_slices = gemm::ceil_div(g.out_channels, d.oc);
   d.rows = std::clamp<std::int64_t>(std::max(gemm::ceil_div(kTaskMacs, d.oc * k * g.out_w),
@@ -243,12 +264,29 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
   d.row_slices = gemm::ceil_div(g.out_h, d.rows);
   // Enough tasks for a few threads: narrower channel slices (the transpose out writes whole
   // rows of each plane either way).
+  // Over whole channels (an NHWC output): shorter row slices instead, of kSlicePoints points
+  // at least (shorter ones, with their halo, cost more than the copy they save: Inception-v3's
+  // 1x7 and 7x1 convs at 17x17 took 1.1x the time in 5-row slices).
   const std::int64_t total_macs = g.out_channels * k * g.out_h * g.out_w;
-  while (d.row_slices * d.oc_slices < kMinTasks && d.oc > kLanes &&
+  std::int64_t whole_rows = d.rows, whole_slices = d.row_slices;
+  while (whole_slices < kMinTasks && whole_rows > 1 &&
+         gemm::ceil_div(whole_rows, 2) * g.out_w >= kSlicePoints &&
+         total_macs / (2 * whole_slices) >= kMinTaskMacs) {
+    whole_slices = gemm::ceil_div(g.out_h, gemm::ceil_div(whole_rows, 2));
+    whole_rows = gemm::ceil_div(g.out_h, whole_slices);
+    whole_slices = gemm::ceil_div(g.out_h, whole_rows);
+  }
+  if (d.whole_channels) {
+    d.rows = whole_rows;
+    d.row_slices = whole_slices;
+  }
+  while (!d.whole_channels && d.row_slices * d.oc_slices < kMinTasks && d.oc > kLanes &&
          total_macs / (2 * d.row_slices * d.oc_slices) >= kMinTaskMacs) {
     d.oc = round_up(d.oc / 2, kLanes);
     d.oc_slices = gemm::ceil_div(g.out_channels, d.oc);
   }
+  // An NHWC output where whole channels give the threads as many tasks (up to kMinTasks).
+  d.nhwc_output = d.weights_fit && whole_slices >= std::min(kMinTasks, d.row_slices * d.oc_slices);
   d.bias.assign(bias.begin(), bias.end());
 
   const OneOmpThread one_thread;
@@ -330,7 +368,7 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
   d.input_slot = round_up(d.input_slot, kLanes);
   d.output_slot = round_up(d.output_slot, kLanes);
   d.scratchpad_slot = round_up(d.scratchpad_slot, 64);
-  return std::unique_ptr<OneDnnConv>(new OneDnnConv(std::move(impl)));
+  return impl;
 }
 
 OneDnnConv::OneDnnConv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -342,6 +380,53 @@ std::size_t OneDnnConv::workspace_bytes() const {
   return static_cast<std::size_t>((d.row_slices * d.input_slot + tasks * d.output_slot) *
                                       static_cast<std::int64_t>(sizeof(float)) +
                                   tasks * d.scratchpad_slot);
+}
+
+bool OneDnnConv::channels_last() const {
+  return impl_->channels_last();
+}
+
+bool OneDnnConv::channels_last_output() const {
+  return impl_->channels_last() && impl_->nhwc_output;
+}
+
+void OneDnnConv::set_channels_last(bool input, bool output) {
+  if ((input && !channels_last()) || (output && !channels_last_output())) {
+    fail(
+        "conv: oneDNN runs this convolution on nChw16c or its weights in several slices: no "
+        "channels-last value");
+  }
+  if (output && impl_->oc_slices > 1) {
+    // Sliced by channels for the threads: made again, sliced by rows only. The weights come
+    // back from the primitives' format to OIHW.
+    Impl& d = *impl_;
+    const Conv2dGeometry& g = d.g;
+    const std::int64_t k = g.in_channels * g.kernel_h * g.kernel_w;
+    std::vector<float> weight(static_cast<std::size_t>(g.out_channels * k));
+    const OneOmpThread one_thread;
+    try {
+      dnnl::stream stream(cpu_engine());
+      for (std::int64_t o = 0; o < d.oc_slices; ++o) {
+        const memory::desc plain({d.oc_of(o), g.in_channels, g.kernel_h, g.kernel_w},
+                                 memory::data_type::f32, memory::format_tag::oihw);
+        memory user(plain, cpu_engine(), weight.data() + o * d.oc * k);
+        memory& packed = d.weights[0][static_cast<std::size_t>(o)];
+        dnnl::reorder(packed, user).execute(stream, packed, user);
+      }
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      fail("conv: oneDNN failed to unpack the weights ({}); set CGR_CPU_CHANNELS_LAST=0", e.what());
+    }
+    auto whole = make_impl(g, weight, d.bias, true);
+    if (whole == nullptr || whole->oc_slices != 1 || !whole->channels_last()) {
+      fail(
+          "conv: oneDNN has no kernel for this convolution over all channels; set "
+          "CGR_CPU_CHANNELS_LAST=0");
+    }
+    impl_ = std::move(whole);
+  }
+  impl_->input_nhwc = input;
+  impl_->output_nhwc = output;
 }
 
 void OneDnnConv::run(const float* input, const float* residual, float* output, float* workspace,
@@ -361,39 +446,64 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
 
   for (std::int64_t n = 0; n < g.batch; ++n) {
     const float* image = input + n * g.in_channels * in_plane;
-    // 1. Input copies: items (row slice, channel block).
-    gemm::parallel_range(
-        pool, d.row_slices * d.in_blocks, copy_grain, [&](std::int64_t begin, std::int64_t end) {
-          for (std::int64_t item = begin; item < end; ++item) {
-            const std::int64_t r = item / d.in_blocks;
-            const std::int64_t block = item % d.in_blocks;
-            const std::int64_t rows_in = d.input_rows(d.rows_of(r));
-            const std::int64_t y0 = r * d.rows * g.stride_h;  // padded row of the slice's top
-            const std::int64_t ih0 = std::clamp<std::int64_t>(y0 - g.pad_top, 0, g.in_h);
-            const std::int64_t ih1 =
-                std::clamp<std::int64_t>(y0 + rows_in - g.pad_top, ih0, g.in_h);
-            const lanes::PaddedImage part{ih1 - ih0, g.in_w, ih0 + g.pad_top - y0, g.pad_left,
-                                          d.padded_w};
-            if (d.layout == Impl::Layout::planes) {
-              copy_planes(image + ih0 * g.in_w, in_plane, g.in_channels, part, rows_in,
-                          inputs + r * d.input_slot);
+    // 1. Input copies. An NHWC input: rows of points, each copied whole between its padding;
+    // items are row slices.
+    if (d.input_nhwc) {
+      const std::int64_t point_floats = g.in_channels;
+      gemm::parallel_range(pool, d.row_slices, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+          const std::int64_t rows_in = d.input_rows(d.rows_of(r));
+          const std::int64_t y0 = r * d.rows * g.stride_h;  // padded row of the slice's top
+          float* dst = inputs + r * d.input_slot;
+          for (std::int64_t y = 0; y < rows_in; ++y, dst += d.padded_w * point_floats) {
+            const std::int64_t ih = y0 + y - g.pad_top;
+            if (ih < 0 || ih >= g.in_h) {
+              std::fill_n(dst, d.padded_w * point_floats, 0.0f);
               continue;
             }
-            // This block's channels of every point of the slice's copy: a block of its own
-            // (nChw16c) or a slice of each NHWC point.
-            const std::int64_t c0 = block * kLanes;
-            const std::int64_t channels = std::min(kLanes, g.in_channels - c0);
-            const bool nhwc = d.channels_last();
-            float* dst =
-                inputs + r * d.input_slot + (nhwc ? c0 : block * rows_in * d.padded_w * kLanes);
-            const std::int64_t point_stride = nhwc ? g.in_channels : kLanes;
-            lanes::fill_padding(dst, rows_in, part, 0.0f, point_stride, nhwc ? channels : kLanes);
-            if (part.in_h > 0) {
-              lanes::planes_to_lanes(image + c0 * in_plane + ih0 * g.in_w, in_plane, channels, part,
-                                     dst, point_stride);
-            }
+            std::fill_n(dst, g.pad_left * point_floats, 0.0f);
+            std::memcpy(dst + g.pad_left * point_floats, image + ih * g.in_w * point_floats,
+                        static_cast<std::size_t>(g.in_w * point_floats) * sizeof(float));
+            std::fill(dst + (g.pad_left + g.in_w) * point_floats, dst + d.padded_w * point_floats,
+                      0.0f);
           }
-        });
+        }
+      });
+    } else {
+      // Otherwise items (row slice, channel block).
+      gemm::parallel_range(
+          pool, d.row_slices * d.in_blocks, copy_grain, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t item = begin; item < end; ++item) {
+              const std::int64_t r = item / d.in_blocks;
+              const std::int64_t block = item % d.in_blocks;
+              const std::int64_t rows_in = d.input_rows(d.rows_of(r));
+              const std::int64_t y0 = r * d.rows * g.stride_h;  // padded row of the slice's top
+              const std::int64_t ih0 = std::clamp<std::int64_t>(y0 - g.pad_top, 0, g.in_h);
+              const std::int64_t ih1 =
+                  std::clamp<std::int64_t>(y0 + rows_in - g.pad_top, ih0, g.in_h);
+              const lanes::PaddedImage part{ih1 - ih0, g.in_w, ih0 + g.pad_top - y0, g.pad_left,
+                                            d.padded_w};
+              if (d.layout == Impl::Layout::planes) {
+                copy_planes(image + ih0 * g.in_w, in_plane, g.in_channels, part, rows_in,
+                            inputs + r * d.input_slot);
+                continue;
+              }
+              // This block's channels of every point of the slice's copy: a block of its own
+              // (nChw16c) or a slice of each NHWC point.
+              const std::int64_t c0 = block * kLanes;
+              const std::int64_t channels = std::min(kLanes, g.in_channels - c0);
+              const bool nhwc = d.channels_last();
+              float* dst =
+                  inputs + r * d.input_slot + (nhwc ? c0 : block * rows_in * d.padded_w * kLanes);
+              const std::int64_t point_stride = nhwc ? g.in_channels : kLanes;
+              lanes::fill_padding(dst, rows_in, part, 0.0f, point_stride, nhwc ? channels : kLanes);
+              if (part.in_h > 0) {
+                lanes::planes_to_lanes(image + c0 * in_plane + ih0 * g.in_w, in_plane, channels,
+                                       part, dst, point_stride);
+              }
+            }
+          });
+    }
     // 2. Convolution and epilogue: items (row slice, oc slice).
     gemm::parallel_range(pool, tasks, 1, [&](std::int64_t begin, std::int64_t end) {
       thread_local dnnl::stream stream(cpu_engine());
@@ -401,7 +511,14 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
         const std::int64_t r = item / d.oc_slices;
         const std::int64_t o = item % d.oc_slices;
         const Impl::Variant& v = d.variant(r, o);
-        float* result = outputs + item * d.output_slot;
+        // An NHWC output (all channels in one slice): the slice's rows are one dense run of the
+        // output, where the primitive writes straight away.
+        const std::int64_t out_rows = d.rows_of(r);
+        const std::int64_t points = out_rows * g.out_w;
+        float* const in_place =
+            d.output_nhwc ? output + (n * out_plane + r * d.rows * g.out_w) * g.out_channels
+                          : nullptr;
+        float* result = in_place != nullptr ? in_place : outputs + item * d.output_slot;
         try {
           memory src(v.pd.src_desc(), cpu_engine(), inputs + r * d.input_slot);
           memory dst(v.pd.dst_desc(), cpu_engine(), result);
@@ -421,10 +538,16 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
           fail("conv: oneDNN failed ({}, status {}); set CGR_ONEDNN=0 to use cgr's own kernels",
                e.what(), static_cast<int>(e.status));
         }
+        if (in_place != nullptr) {
+          // The activation in place over the dense result.
+          if (activation.kind != math::ActivationKind::none) {
+            flat_epilogue(result, points * g.out_channels, nullptr, result, 1,
+                          points * g.out_channels, nullptr, activation, true);
+          }
+          continue;
+        }
         // Out to NCHW, 16 channels at a time: in an NHWC result the block's lanes are a
         // slice of each point, in an nChw16c one a block of points.
-        const std::int64_t out_rows = d.rows_of(r);
-        const std::int64_t points = out_rows * g.out_w;
         const std::int64_t point_stride = d.channels_last() ? d.oc_of(o) : kLanes;
         for (std::int64_t b = 0; b * kLanes < d.oc_of(o); ++b) {
           const std::int64_t c0 = o * d.oc + b * kLanes;
@@ -469,6 +592,15 @@ std::size_t OneDnnConv::workspace_bytes() const {
 }
 void OneDnnConv::run(const float*, const float*, float*, float*, const math::Activation&,
                      ThreadPool*) const {}
+bool OneDnnConv::channels_last() const {
+  return false;
+}
+bool OneDnnConv::channels_last_output() const {
+  return false;
+}
+void OneDnnConv::set_channels_last(bool input, bool output) {
+  if (input || output) fail("conv: no oneDNN in this build: no channels-last value");
+}
 
 #endif
 

@@ -1,7 +1,7 @@
 // Dense 2-D convolution (one group; 1x1 only with enough channels) through oneDNN's JIT
 // kernels on the layout they run fastest on (NHWC; nChw16c after an input of few channels),
-// with cgr's threads, tasks and epilogue. The data stays NCHW between ops; conv_onednn.cpp says how
-// a run is split and why.
+// with cgr's threads, tasks and epilogue. The data is NCHW between ops, or NHWC where the CPU
+// layout plan keeps it so (set_channels_last); conv_onednn.cpp says how a run is split and why.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +38,19 @@ class OneDnnConv {
   // Scratch one run needs: the NHWC input slices and the results.
   std::size_t workspace_bytes() const;
 
+  // Whether the primitives run on NHWC (channels-last) data: then the input can be an NHWC
+  // value of the engine's layout plan too (set_channels_last), which saves its transpose from
+  // NCHW; and the output where the weights fit one channel slice (channels_last_output): the
+  // tasks are then row slices over all channels, each result a dense run of rows of the output,
+  // which the primitive writes in place. (Results in channel slices, copied point by point into
+  // an NHWC output from two threads, took ResNet-18's 128->128 convs 1.18x the time of the
+  // transpose to NCHW.)
+  bool channels_last() const;
+  bool channels_last_output() const;
+  // Called before the first run: the input is NHWC (not NCHW); the output is written NHWC
+  // (run's residual must then be null). Only where channels_last() / channels_last_output().
+  void set_channels_last(bool input, bool output);
+
   // ConvKernelCpu::run's contract: output = act(conv + bias + residual), NCHW; the same bits
   // for every pool size (the split into tasks does not depend on it).
   void run(const float* input, const float* residual, float* output, float* workspace,
@@ -46,6 +59,10 @@ class OneDnnConv {
  private:
   struct Impl;
   explicit OneDnnConv(std::unique_ptr<Impl> impl);
+  // whole_channels: tasks are row slices over all output channels (an NHWC output).
+  static std::unique_ptr<Impl> make_impl(const Conv2dGeometry& geometry,
+                                         std::span<const float> weight, std::span<const float> bias,
+                                         bool whole_channels);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -56,6 +56,8 @@ class Program {
   virtual ~Program() = default;
   // Bytes of private scratch op `op` needs per run (becomes a workspace value in the arena).
   virtual std::size_t workspace_bytes(int op) const = 0;
+  // Values the backend keeps channels-last between ops (the CPU layout plan), for EngineInfo.
+  virtual int channels_last_values() const { return 0; }
   // A context for `engine` (whose program is this one), with its arena laid out by the plan.
   virtual std::unique_ptr<BackendContext> create_context(
       std::shared_ptr<const CompiledEngine> engine) const = 0;

@@ -121,7 +121,8 @@ struct OpCost {
 };
 
 // Everything a CPU kernel touches in one run. Buffers are dense f32 in the layout of the
-// descriptors the layer was built with.
+// descriptors the layer was built with: NCHW for 4-D ones, unless the layout plan made a value
+// channels-last (CpuKernel::use_channels_last).
 struct KernelIo {
   std::span<const float* const> inputs;
   float* output = nullptr;
@@ -134,6 +135,20 @@ class CpuKernel {
   virtual ~CpuKernel() = default;
   virtual void run(const KernelIo& io) const = 0;
   virtual std::size_t workspace_bytes() const { return 0; }
+
+  // The CPU layout plan (engine/cpu/cpu_backend.cpp): a value is channels-last (NHWC per
+  // image: N x H x W x C) instead of NCHW where its producer can write it so and every op
+  // reading it can read it so. The backend asks once the kernel is made, then calls
+  // use_channels_last once, before the first run and before workspace_bytes, with the layout
+  // of each input and of the output (true: channels-last) where any of them is channels-last.
+  virtual bool can_read_channels_last(std::size_t input) const {
+    (void)input;
+    return false;
+  }
+  virtual bool can_write_channels_last() const { return false; }
+  virtual void use_channels_last(std::span<const bool> inputs, bool output) {
+    (void)inputs, (void)output;
+  }
 };
 
 class Layer {

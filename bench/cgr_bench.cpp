@@ -308,6 +308,7 @@ LoadedModel load_model(const Options& o, std::optional<std::int64_t> size) {
       import_options.exits.push_back(
           {.output = exit.output, .speculate_until = exit.speculate_until});
     import_options.input_shapes = onnx_input_shapes(o, size);
+    if (o.max_folded_elements > 0) import_options.max_folded_elements = o.max_folded_elements;
     OnnxModel imported = [&] {
       try {
         return import_onnx(o.model, import_options);

@@ -34,6 +34,7 @@ constexpr const char* kUsage =
     "         [--weights FILE.safetensors] [--device cuda|cpu]\n"
     "         [--mode dag|stream-graph|eager|all] [--batch N] [--input-shape [NAME=]1x3x224x224]\n"
     "         [--exits off|all|early] [--exit-output OUTPUT[=SPECULATE_UNTIL]] [--threshold T]\n"
+    "         [--max-folded-elements N]\n"
     "         [--precision fp32|tf32|fp16|bf16] [--threads N] [--warmup-ms 200]\n"
     "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
     "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
@@ -72,6 +73,8 @@ Model
   --exit-output O[=S]      ONNX: graph output O is an exit head (N x classes logits) whose
                            decision the backbone speculates past up to tensor S (default:
                            nothing); repeatable, in the order the exits decide
+  --max-folded-elements N  ONNX: the most elements constant folding may build in the import
+                           (default 2^27 = 134217728); raise it for a model refused for this
 
 Execution
   --device cuda|cpu        default: cuda when a device is usable, else cpu
@@ -324,7 +327,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose);
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
-      iterations, percentiles, sweep, precision, profile_runs, contexts;
+      iterations, percentiles, sweep, precision, profile_runs, contexts, max_folded;
   // trtexec's spellings, aliases of the options above (--exportTimes has no other spelling).
   std::string shapes, load_inputs_trt, warmup_trt, duration_trt;
   std::vector<std::string> load_inputs, exit_outputs;
@@ -338,6 +341,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--exits", exits);
   app.add_option("--threshold", threshold);
   app.add_option("--threads", threads);
+  app.add_option("--max-folded-elements", max_folded);
   app.add_option("--precision", precision);
   app.add_option("--warmup-ms", warmup);
   app.add_option("--duration-s", duration);
@@ -467,6 +471,13 @@ std::optional<Options> parse_options(int argc, char** argv) {
     if (output.empty()) std::swap(output, speculate);  // no '=': the output alone
     if (output.empty()) throw UsageError("--exit-output: give a graph output's name");
     o.exit_outputs.push_back({output, speculate});
+  }
+  if (given("--max-folded-elements")) {
+    if (!o.model.ends_with(".onnx")) {
+      throw UsageError("--max-folded-elements: only for ONNX models (built-in ones fold nothing)");
+    }
+    o.max_folded_elements =
+        number_in<std::int64_t>("--max-folded-elements", max_folded, 1, std::int64_t{1} << 40);
   }
   if (!o.exit_outputs.empty() && !o.model.ends_with(".onnx")) {
     throw UsageError(

@@ -53,6 +53,7 @@ struct Options {
   float threshold = 0.9f;
   Precision precision = Precision::fp32;
   int threads = 0;  // 0: one per hardware thread
+  std::int64_t max_folded_elements = 0;  // ONNX import; 0: OnnxImportOptions' default
   double warmup_ms = 200;
   double duration_s = 3;
   int iterations = 0;  // 0: run for duration_s

@@ -839,7 +839,8 @@ TEST_CASE("ONNX constant folding is bounded, and Concat and Squeeze check shapes
     CHECK(error_message([&] { build().import(tight); }) ==
           "test.onnx: node 'cat' (Concat): constant folding would build more than 3145728 "
           "elements in this model; a model that needs more can raise "
-          "OnnxImportOptions::max_folded_elements");
+          "OnnxImportOptions::max_folded_elements (cgr-bench --max-folded-elements N; Python: "
+          "max_folded_elements=N)");
     // An Expand to a huge shape is refused before anything of that size is allocated.
     OnnxBuilder e(13);
     e.input("x", {1, 4});
@@ -851,7 +852,8 @@ TEST_CASE("ONNX constant folding is bounded, and Concat and Squeeze check shapes
     CHECK(error_message([&] { e.import(); }) ==
           "test.onnx: node 'expand' (Expand): constant folding would build more than 134217728 "
           "elements in this model; a model that needs more can raise "
-          "OnnxImportOptions::max_folded_elements");
+          "OnnxImportOptions::max_folded_elements (cgr-bench --max-folded-elements N; Python: "
+          "max_folded_elements=N)");
   }
   SUBCASE("an empty constant whose other dims multiply past int64 transposes to an empty one") {
     OnnxBuilder b(13);

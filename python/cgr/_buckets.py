@@ -73,6 +73,7 @@ class BucketedEngine(_EngineBase):
         input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
         exit_outputs: Optional[Iterable[Union[str, Tuple[str, str]]]] = None,
         precision: str = "fp32",
+        max_folded_elements: Optional[int] = None,
     ) -> "BucketedEngine":
         """Imports an ONNX model once per bucket and builds an engine for each.
 
@@ -87,7 +88,7 @@ class BucketedEngine(_EngineBase):
         except (TypeError, ValueError):
             raise TypeError(f"buckets: a sequence of batch sizes, got {buckets!r}") from None
         arguments = _build_arguments(device, mode, exits, threshold, threads, input_shapes,
-                                     exit_outputs, precision)
+                                     exit_outputs, precision, max_folded_elements)
         path = os.fspath(path)
         return cls(_cgr.BucketedEngine.from_file(path, sizes, arguments), path)
 

@@ -63,7 +63,7 @@ def _exit_outputs(exit_outputs) -> List[Tuple[str, str]]:
 
 
 def _build_arguments(device, mode, exits, threshold, threads, input_shapes, exit_outputs,
-                     precision="fp32"):
+                     precision="fp32", max_folded_elements=None):
     args = _cgr.BuildArguments()
     args.device = device
     args.mode = mode
@@ -77,6 +77,12 @@ def _build_arguments(device, mode, exits, threshold, threads, input_shapes, exit
         name: [int(d) for d in shape] for name, shape in (input_shapes or {}).items()
     }
     args.exit_outputs = _exit_outputs(exit_outputs)
+    if max_folded_elements is not None:
+        if (isinstance(max_folded_elements, bool) or not isinstance(max_folded_elements, int)
+                or max_folded_elements < 1):
+            raise ValueError(
+                f"max_folded_elements: a positive int, got {max_folded_elements!r}")
+        args.max_folded_elements = max_folded_elements
     return args
 
 
@@ -333,6 +339,7 @@ class Engine(_EngineBase):
         input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
         exit_outputs: Optional[Iterable[Union[str, Tuple[str, str]]]] = None,
         precision: str = "fp32",
+        max_folded_elements: Optional[int] = None,
     ) -> "Engine":
         """Imports an ONNX model (a path, or the model's bytes) and builds an engine.
 
@@ -343,7 +350,10 @@ class Engine(_EngineBase):
         exit_outputs: graph outputs that are exit heads, in backbone order, each a name or an
         (output, speculate_until) pair of ONNX tensor names (cgr::OnnxExit);
         precision: "fp32" | "tf32" | "fp16" | "bf16" (cgr::EngineOptions::precision: on the
-        cpu its storage rounding is emulated; cuda has fp32 and tf32).
+        cpu its storage rounding is emulated; cuda has fp32 and tf32);
+        max_folded_elements: the most elements constant folding may build in the import, all
+        folded nodes together (cgr::OnnxImportOptions::max_folded_elements; None: its default,
+        2^27): raise it for a model the import refuses for that reason.
         """
         arguments = dict(
             device=device,
@@ -354,6 +364,7 @@ class Engine(_EngineBase):
             input_shapes=dict(input_shapes or {}),
             exit_outputs=_exit_outputs(exit_outputs),
             precision=precision,
+            max_folded_elements=max_folded_elements,
         )
         if isinstance(path, (bytes, bytearray)):
             return cls._build(bytes(path), "ONNX model bytes", arguments)

@@ -178,6 +178,7 @@ struct BuildArguments {
   std::string precision = "fp32";
   std::map<std::string, std::vector<std::int64_t>> input_shapes;
   std::vector<std::pair<std::string, std::string>> exit_outputs;  // (output, speculate_until)
+  std::int64_t max_folded_elements = 0;                           // 0: OnnxImportOptions' default
 };
 
 OnnxImportOptions import_options(const BuildArguments& args) {
@@ -186,6 +187,7 @@ OnnxImportOptions import_options(const BuildArguments& args) {
     options.input_shapes.emplace(name, Shape(dims));
   for (const auto& [output, speculate_until] : args.exit_outputs)
     options.exits.push_back({output, speculate_until});
+  if (args.max_folded_elements > 0) options.max_folded_elements = args.max_folded_elements;
   return options;
 }
 
@@ -618,7 +620,8 @@ NB_MODULE(_cgr, m) {
       .def_rw("threads", &BuildArguments::threads)
       .def_rw("precision", &BuildArguments::precision)
       .def_rw("input_shapes", &BuildArguments::input_shapes)
-      .def_rw("exit_outputs", &BuildArguments::exit_outputs);
+      .def_rw("exit_outputs", &BuildArguments::exit_outputs)
+      .def_rw("max_folded_elements", &BuildArguments::max_folded_elements);
 
   nb::class_<ExitReport>(m, "ExitReport", "One exit head's part of a result")
       .def_ro("name", &ExitReport::name)

@@ -672,6 +672,39 @@ TEST_CASE("cgr-bench: --exit-output makes an ONNX output an exit head that decid
 }
 #endif
 
+#if defined(CGR_HAVE_ONNX)
+TEST_CASE("cgr-bench: --max-folded-elements bounds the ONNX import's constant folding") {
+  // A 2-element shape expands to 2^20 elements, then Concat doubles it: 3 * 2^20 in all.
+  cgr::test::OnnxBuilder b(13);
+  b.input("x", {1, 4});
+  b.ints("shape", {1024, 1024});
+  b.node("ConstantOfShape", {"shape"}, {"big"}, "fill");
+  b.node("Concat", {"big", "big"}, {"twice"}, "cat");
+  cgr::test::OnnxBuilder::attr(b.graph().mutable_node(1)[0], "axis", std::int64_t{0});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  b.output("y");
+  const fs::path model = kWork / "folding.onnx";
+  fs::create_directories(kWork);
+  std::ofstream(model, std::ios::binary) << b.bytes();
+  const std::string common =
+      "--model " + quoted(model) + " --device cpu --warmup-ms 5 --iterations 2";
+  const Run tight = bench(common + " --max-folded-elements 3145728", "folding_tight");
+  CHECK(tight.status == 1);
+  CHECK(tight.err.find("node 'cat' (Concat): constant folding would build more than 3145728 "
+                       "elements in this model") != std::string::npos);
+  CHECK(tight.err.find("cgr-bench --max-folded-elements N") != std::string::npos);
+  const Run roomy = bench(common + " --max-folded-elements 5242880", "folding_roomy");
+  INFO(roomy.out << roomy.err);
+  CHECK(roomy.status == 0);
+  const Run zero = bench(common + " --max-folded-elements 0", "folding_zero");
+  CHECK(zero.status == 2);
+  CHECK(zero.err.find("--max-folded-elements") != std::string::npos);
+  const Run builtin = bench(kSmall + " --max-folded-elements 100", "folding_builtin");
+  CHECK(builtin.status == 2);
+  CHECK(builtin.err.find("--max-folded-elements: only for ONNX models") != std::string::npos);
+}
+#endif
+
 TEST_CASE("cgr-bench: trtexec's spellings --shapes, --warmUp, --duration, --exportTimes") {
   const fs::path report = kWork / "trtexec.json", times = kWork / "trtexec-times.json";
   fs::remove(report);

@@ -181,3 +181,30 @@ def test_compile_leaves_a_training_module_as_it_was(image):
         assert torch.equal(v, before[k]), f"{k} changed"
     want = model.eval()(image).detach().numpy()
     assert relative_error(engine(image)["output"].numpy(), want) <= 1e-5
+
+
+def test_from_onnx_max_folded_elements_bounds_constant_folding():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    # A 2-element shape expands to 2^20 elements, then Concat doubles it: 3 * 2^20 in all.
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1024, 1024])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["big"], name="fill"),
+        helper.make_node("Concat", ["big", "big"], ["twice"], name="cat", axis=0),
+        helper.make_node("Relu", ["x"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "folding", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    data = model.SerializeToString()
+    with pytest.raises(cgr.Error, match=r"node 'cat' \(Concat\): constant folding would build "
+                                        r"more than 3145728 elements .* max_folded_elements=N"):
+        cgr.Engine.from_onnx(data, threads=1, max_folded_elements=3 << 20)
+    engine = cgr.Engine.from_onnx(data, threads=1, max_folded_elements=5 << 20)
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], dtype=np.float32)
+    np.testing.assert_array_equal(engine(x)["y"], np.maximum(x, 0))
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="max_folded_elements: a positive int"):
+            cgr.Engine.from_onnx(data, max_folded_elements=bad)

@@ -281,7 +281,8 @@ void FoldBudget::charge(std::int64_t elements, const std::string& label) {
   if (elements > left_) {
     fail(
         "{}: constant folding would build more than {} elements in this model; a model that "
-        "needs more can raise OnnxImportOptions::max_folded_elements",
+        "needs more can raise OnnxImportOptions::max_folded_elements (cgr-bench "
+        "--max-folded-elements N; Python: max_folded_elements=N)",
         label, total_);
   }
   left_ -= elements;

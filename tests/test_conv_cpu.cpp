@@ -167,6 +167,17 @@ std::vector<float> run_conv(const ConvKernelCpu& conv, const std::vector<float>&
   return out;
 }
 
+// Whether oneDNN takes dense convs here: a build with it, on a CPU where the GEMM picks its
+// AVX-512 kernel (OneDnnConv::wanted).
+bool onednn_expected() {
+#if defined(CGR_HAVE_ONEDNN)
+  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
+    if (std::string(kernel->name) == "avx512") return true;
+  }
+#endif
+  return false;
+}
+
 const cgr::math::Activation kRelu{.kind = cgr::math::ActivationKind::relu};
 const cgr::math::Activation kNoActivation{};
 
@@ -378,15 +389,7 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
   strided.pad_right = 3;
   shapes.push_back(finish(strided));
   const std::vector<cgr::math::Activation> activations = every_activation(4.0f);
-  const gemm::MicroKernel* avx512 = nullptr;
-  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
-    if (std::string(kernel->name) == "avx512") avx512 = kernel;
-  }
-#if defined(CGR_HAVE_ONEDNN)
-  const bool expect_onednn = avx512 != nullptr;
-#else
-  const bool expect_onednn = false;
-#endif
+  const bool expect_onednn = onednn_expected();
   cgr::ThreadPool pool2(2);
   cgr::ThreadPool pool3(3);
   // Convs larger than 1x1 run on NHWC inside oneDNN, or with CGR_ONEDNN_NHWC=0 on nChw16c:
@@ -435,7 +438,7 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
   const ConvGeometry& dense = shapes.front();
   const auto dense_weight = random_values(weight_size(dense), 2);
   for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
-    if (kernel == avx512) continue;
+    if (std::string(kernel->name) == "avx512") continue;
     KernelOverride override_kernel(kernel);
     CHECK_FALSE(ConvKernelCpu(dense, dense_weight, {}).uses_onednn());
   }
@@ -470,15 +473,7 @@ std::vector<float> transpose_images(const std::vector<float>& in, std::int64_t n
 }  // namespace
 
 TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path's bits") {
-  const gemm::MicroKernel* avx512 = nullptr;
-  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
-    if (std::string(kernel->name) == "avx512") avx512 = kernel;
-  }
-#if defined(CGR_HAVE_ONEDNN)
-  const bool expect_onednn = avx512 != nullptr;
-#else
-  const bool expect_onednn = false;
-#endif
+  const bool expect_onednn = onednn_expected();
   if (!expect_onednn) {
     MESSAGE("skipped: no oneDNN in this build, or no AVX-512 on this CPU");
     return;
@@ -555,15 +550,7 @@ TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path'
 
 TEST_CASE("CPU layout plan: channels-last values only between convs that take them, same bits") {
   using namespace cgr;
-  const gemm::MicroKernel* avx512 = nullptr;
-  for (const gemm::MicroKernel* kernel : gemm::supported_kernels()) {
-    if (std::string(kernel->name) == "avx512") avx512 = kernel;
-  }
-#if defined(CGR_HAVE_ONEDNN)
-  const bool expect_onednn = avx512 != nullptr;
-#else
-  const bool expect_onednn = false;
-#endif
+  const bool expect_onednn = onednn_expected();
   // a's value is read by b alone: channels-last. b's is read by c and by a max pool, which
   // reads NCHW only: NCHW. c's joins the input in a residual add and is an output: NCHW.
   Network net;

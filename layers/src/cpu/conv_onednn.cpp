@@ -202,6 +202,8 @@ struct OneDnnConv::Impl {
   std::int64_t input_rows(std::int64_t out_rows) const {
     return (out_rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
   }
+  // Task results in the workspace: none where they go straight into an NHWC output.
+  std::int64_t result_slots() const { return output_nhwc ? 0 : row_slices * oc_slices; }
   int row_variant(std::int64_t r) const { return r + 1 < row_slices ? 0 : 1; }
   const Variant& variant(std::int64_t r, std::int64_t o) const {
     return variants[row_variant(r)][o + 1 < oc_slices ? 0 : 1];
@@ -377,7 +379,7 @@ OneDnnConv::~OneDnnConv() = default;
 std::size_t OneDnnConv::workspace_bytes() const {
   const Impl& d = *impl_;
   const std::int64_t tasks = d.row_slices * d.oc_slices;
-  return static_cast<std::size_t>((d.row_slices * d.input_slot + tasks * d.output_slot) *
+  return static_cast<std::size_t>((d.row_slices * d.input_slot + d.result_slots() * d.output_slot) *
                                       static_cast<std::int64_t>(sizeof(float)) +
                                   tasks * d.scratchpad_slot);
 }
@@ -438,7 +440,8 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
   const std::int64_t tasks = d.row_slices * d.oc_slices;
   float* const inputs = workspace;
   float* const outputs = inputs + d.row_slices * d.input_slot;
-  auto* const scratchpads = reinterpret_cast<std::byte*>(outputs + tasks * d.output_slot);
+  auto* const scratchpads =
+      reinterpret_cast<std::byte*>(outputs + d.result_slots() * d.output_slot);
   const lanes::OutputFinish finish = lanes::output_finish(activation.kind);
   const std::int64_t block_channels = d.layout == Impl::Layout::planes ? g.in_channels : kLanes;
   const std::int64_t copy_grain = std::max<std::int64_t>(

@@ -3,11 +3,114 @@
 
 #include <cgr/error.hpp>
 
+#include <cxxabi.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace cgr::bench {
+
+// "void cgr::cuda_kernels::(anonymous namespace)::relu_kernel<...>(float const*, ...)" ->
+// "relu_kernel": the function's own name, without scope, template arguments or parameters.
+std::string short_kernel_name(const std::string& mangled) {
+  // nvcc names an anonymous namespace "_GLOBAL__N__<hash>_<n>_<file>_<hash>", which the C++
+  // demangler refuses; as the standard "_GLOBAL__N_1" it demangles.
+  std::string standard = mangled;
+  static constexpr std::string_view kAnonymous = "_GLOBAL__N__";
+  for (std::size_t at = standard.find(kAnonymous); at != std::string::npos;
+       at = standard.find(kAnonymous, at + 1)) {
+    std::size_t digits = at;
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(standard[digits - 1])))
+      --digits;
+    if (digits == at || at - digits > 6) continue;  // not a length prefix
+    const std::size_t length = std::stoul(standard.substr(digits, at - digits));
+    if (at + length > standard.size()) break;
+    standard.replace(digits, at - digits + length, "12_GLOBAL__N_1");
+    at = digits;
+  }
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(standard.c_str(), nullptr, nullptr, &status), &std::free);
+  std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  static constexpr std::string_view kAnonymousScope = "(anonymous namespace)::";
+  for (auto at = name.find(kAnonymousScope); at != std::string::npos;
+       at = name.find(kAnonymousScope))
+    name.erase(at, kAnonymousScope.size());
+  if (const auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
+  // Drop a trailing template argument list, then the scope.
+  if (!name.empty() && name.back() == '>') {
+    int depth = 0;
+    for (std::size_t i = name.size(); i-- > 0;) {
+      depth += name[i] == '>' ? 1 : name[i] == '<' ? -1 : 0;
+      if (depth == 0) {
+        name.resize(i);
+        break;
+      }
+    }
+  }
+  if (const auto scope = name.rfind("::"); scope != std::string::npos)
+    name = name.substr(scope + 2);
+  if (const auto space = name.rfind(' '); space != std::string::npos) name = name.substr(space + 1);
+  return name.empty() ? mangled : name;
+}
+
+GraphNodeOwners::GraphNodeOwners(std::map<std::uint64_t, TemplateNode> template_nodes,
+                                 std::map<std::uint64_t, std::uint64_t> clone_of)
+    : template_nodes_(std::move(template_nodes)), clone_of_(std::move(clone_of)) {
+  if (template_nodes_.empty()) return;
+  // The template's graphs by CUPTI graph id: the top-level graph was created first (lowest
+  // id), its conditional bodies after it, in order.
+  const std::uint64_t top_graph = template_nodes_.begin()->first >> 32;
+  for (const auto& [id, node] : template_nodes_) {
+    if ((id >> 32) == top_graph) {
+      ++top_level_nodes_;
+    } else {
+      body_nodes_.push_back(id);  // ascending: body after body, each in creation order
+    }
+  }
+  // The instantiated graph: where the top-level nodes' clones live.
+  for (const auto& [clone, original] : clone_of_) {
+    if ((original >> 32) == top_graph && template_nodes_.contains(original)) {
+      instantiated_graph_ = clone >> 32;
+      have_layout_ = true;
+      break;
+    }
+  }
+}
+
+std::string GraphNodeOwners::owner(std::uint64_t node, Work ran) const {
+  auto it = template_nodes_.find(node);
+  std::uint64_t at = node;
+  for (std::size_t step = 0; it == template_nodes_.end() && step <= clone_of_.size(); ++step) {
+    const auto clone = clone_of_.find(at);
+    if (clone == clone_of_.end()) break;
+    at = clone->second;
+    it = template_nodes_.find(at);
+  }
+  if (it != template_nodes_.end()) return it->second.owner;
+  // A conditional body's node: numbered after the top-level ones in the instantiated graph.
+  if (!have_layout_ || (node >> 32) != instantiated_graph_) return "";
+  const std::uint64_t number = node & 0xffffffffu;
+  if (number < top_level_nodes_ || number - top_level_nodes_ >= body_nodes_.size()) return "";
+  const TemplateNode& candidate = template_nodes_.at(body_nodes_[number - top_level_nodes_]);
+  const bool fits =
+      ran == candidate.work ||
+      (ran == Work::kernel && (candidate.work == Work::memcpy || candidate.work == Work::memset));
+  return fits ? candidate.owner : "";
+}
+
+}  // namespace cgr::bench
+
 #if defined(CGR_BENCH_HAVE_CUPTI)
 
+#include <cuda_runtime.h>
 #include <cupti.h>
-#include <cxxabi.h>
 #include <fmt/format.h>
+#include <cgr/capture/cuda_check.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,6 +120,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace cgr::bench {
@@ -49,6 +153,7 @@ struct Collector {
   std::mutex mutex;
   std::vector<DeviceActivity> activity;
   std::map<std::uint64_t, std::uint64_t> clone_of;  // instantiated node id -> template node id
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> created;  // node id, graph id (debug)
   std::size_t dropped = 0;                          // records CUPTI could not store
   std::string error;                                // first failure inside a callback
 };
@@ -120,9 +225,21 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                           const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return;
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+  if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {  // enabled with CGR_CUPTI_DEBUG only
+    std::uint64_t created = 0;
+    std::uint32_t in_graph = 0;
+    if (cuptiGetGraphNodeId(graph->node, &created) != CUPTI_SUCCESS) created = 0;
+    if (graph->graph == nullptr || cuptiGetGraphId(graph->graph, &in_graph) != CUPTI_SUCCESS)
+      in_graph = 0;
+    Collector& c = collector();
+    const std::lock_guard lock(c.mutex);
+    c.created.emplace_back(created, in_graph);
+    return;
+  }
+  if (id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return;
   std::uint64_t clone = 0, original = 0;
   // The ids first, the lock after: CUPTI may call back on this thread from inside its calls.
   const bool ok = cuptiGetGraphNodeId(graph->node, &clone) == CUPTI_SUCCESS &&
@@ -136,29 +253,10 @@ void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
   c.clone_of[clone] = original;
 }
 
-// "void cgr::cuda_kernels::(anonymous namespace)::relu_kernel<...>(float const*, ...)" ->
-// "relu_kernel": the function's own name, without scope, template arguments or parameters.
-std::string short_kernel_name(const std::string& mangled) {
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> demangled(
-      abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), &std::free);
-  std::string name = status == 0 && demangled ? demangled.get() : mangled;
-  if (const auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
-  // Drop a trailing template argument list, then the scope.
-  if (!name.empty() && name.back() == '>') {
-    int depth = 0;
-    for (std::size_t i = name.size(); i-- > 0;) {
-      depth += name[i] == '>' ? 1 : name[i] == '<' ? -1 : 0;
-      if (depth == 0) {
-        name.resize(i);
-        break;
-      }
-    }
-  }
-  if (const auto scope = name.rfind("::"); scope != std::string::npos)
-    name = name.substr(scope + 2);
-  if (const auto space = name.rfind(' '); space != std::string::npos) name = name.substr(space + 1);
-  return name.empty() ? mangled : name;
+// CGR_CUPTI_DEBUG=1: print the ids behind the mapping of graph nodes to ops (stderr).
+bool debug_requested() {
+  const char* debug = std::getenv("CGR_CUPTI_DEBUG");
+  return debug != nullptr && *debug == '1';
 }
 
 // Tracing on for the life of the object; off (and every record delivered) after.
@@ -170,6 +268,7 @@ class Tracing {
       const std::lock_guard lock(c.mutex);
       c.activity.clear();
       c.clone_of.clear();
+      c.created.clear();
       c.dropped = 0;
       c.error.clear();
     }
@@ -184,6 +283,10 @@ class Tracing {
     try {
       CGR_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
                                           CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+      if (debug_requested()) {
+        CGR_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                            CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
+      }
       CGR_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
       CGR_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
       CGR_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
@@ -218,6 +321,8 @@ class Tracing {
     if (subscriber_ != nullptr) {
       (void)cuptiEnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
                                 CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+      (void)cuptiEnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
       (void)cuptiUnsubscribe(subscriber_);
       subscriber_ = nullptr;
     }
@@ -253,12 +358,19 @@ std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
   }
 
   // Template node id -> owner (op name, copy-in, copy-out:<op>) and op -> lane.
-  std::map<std::uint64_t, std::string> owner_of_template;
+  std::map<std::uint64_t, GraphNodeOwners::TemplateNode> template_nodes;
   if (engine.options().mode != Mode::eager) {
     for (const auto& [node, owner] : context.cuda_graph_nodes().owners) {
       std::uint64_t id = 0;
       CGR_CUPTI_CHECK(cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id));
-      owner_of_template[id] = owner;
+      cudaGraphNodeType type{};
+      CGR_CUDA_CHECK(cudaGraphNodeGetType(static_cast<cudaGraphNode_t>(node), &type));
+      using Work = GraphNodeOwners::Work;
+      const Work work = type == cudaGraphNodeTypeKernel   ? Work::kernel
+                        : type == cudaGraphNodeTypeMemcpy ? Work::memcpy
+                        : type == cudaGraphNodeTypeMemset ? Work::memset
+                                                          : Work::other;
+      template_nodes[id] = {owner, work};
     }
   }
   std::map<std::string, int, std::less<>> lane_of_op;
@@ -277,6 +389,7 @@ std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
     const std::lock_guard lock(c.mutex);
     clone_of = c.clone_of;
   }
+  const GraphNodeOwners owners(template_nodes, clone_of);
 
   std::vector<std::vector<OpSpan>> result;
   std::size_t unmapped = 0, total = 0;  // graph work whose node could not be traced to its op
@@ -291,16 +404,11 @@ std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
           a.kind == DeviceActivity::Kind::kernel ? short_kernel_name(a.what) : a.what;
       std::string owner;
       if (a.graph_node != 0) {
-        auto it = owner_of_template.find(a.graph_node);
-        if (it == owner_of_template.end()) {
-          if (const auto clone = clone_of.find(a.graph_node); clone != clone_of.end())
-            it = owner_of_template.find(clone->second);
-        }
-        if (it != owner_of_template.end()) {
-          owner = it->second;
-        } else {
-          ++unmapped;
-        }
+        using Work = GraphNodeOwners::Work;
+        owner = owners.owner(a.graph_node, a.kind == DeviceActivity::Kind::kernel   ? Work::kernel
+                                           : a.kind == DeviceActivity::Kind::memcpy ? Work::memcpy
+                                                                                    : Work::memset);
+        if (owner.empty()) ++unmapped;
       }
       span.op = owner.empty() ? what : owner;
       span.kind = what;
@@ -326,11 +434,26 @@ std::vector<std::vector<OpSpan>> profile_inferences_cuda(const Engine& engine,
     result.push_back(std::move(spans));
   }
   if (unmapped > 0) {
-    fmt::print(
-        stderr,
-        "cgr-bench: {} of {} device activities ran from graph nodes CUPTI's clone records do "
-        "not trace back to an op; their bars carry the kernel's name\n",
-        unmapped, total);
+    fmt::print(stderr,
+               "cgr-bench: {} of {} device activities ran from graph nodes CUPTI's clone records "
+               "({} of them) do not trace back to an op; their bars carry the kernel's name\n",
+               unmapped, total, clone_of.size());
+  }
+  // CGR_CUPTI_DEBUG=1: the ids behind the mapping, to diagnose a driver that records clones
+  // differently (conditional bodies, say).
+  if (debug_requested()) {
+    {
+      Collector& c = collector();
+      const std::lock_guard lock(c.mutex);
+      for (const auto& [node, in_graph] : c.created)
+        fmt::print(stderr, "cupti-debug created {} in graph {}\n", node, in_graph);
+    }
+    for (const auto& [id, node] : template_nodes)
+      fmt::print(stderr, "cupti-debug template {} {}\n", id, node.owner);
+    for (const auto& [clone, original] : clone_of)
+      fmt::print(stderr, "cupti-debug clone {} of {}\n", clone, original);
+    for (const DeviceActivity& a : runs.front())
+      fmt::print(stderr, "cupti-debug ran node {} {}\n", a.graph_node, short_kernel_name(a.what));
   }
   return result;
 }

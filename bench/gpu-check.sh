@@ -11,6 +11,9 @@
 #   bench/gpu-check.sh             on the GPU machine, with build/gpu-deps carried along (the
 #                                  device tool: command "bash bench/gpu-check.sh", carry
 #                                  ["build/gpu-deps"], timeout_s 600; results under $OUT)
+#   bench/gpu-check.sh --only tests,sanitizer
+#                                  the same, with only the listed stages after the build (smoke,
+#                                  timings, tests, sanitizer, torch): a rerun after a fix
 #   bench/gpu-check.sh --dry-run [--build-dir DIR]
 #                                  anywhere, no device: checks the script and the tools, prints
 #                                  the stages with their time budgets; with DIR (a CUDA build),
@@ -99,16 +102,28 @@ if [[ "${1:-}" == "deps" ]]; then
 fi
 
 dry_run=0
+only=""  # --only: the optional stages to run, ",a,b,"; empty: all
 dry_build_dir=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
+    --only)
+      [[ $# -ge 2 ]] || { echo "gpu-check: --only needs a list of stages" >&2; exit 2; }
+      only=",$2,"
+      for wanted_stage in ${2//,/ }; do
+        case "$wanted_stage" in
+          smoke | timings | tests | sanitizer | torch) ;;
+          *) echo "gpu-check: --only: unknown stage '$wanted_stage' (smoke, timings, tests, sanitizer, torch)" >&2; exit 2 ;;
+        esac
+      done
+      shift
+      ;;
     --build-dir)
       [[ $# -ge 2 ]] || { echo "gpu-check: --build-dir needs a folder" >&2; exit 2; }
       dry_build_dir=$2
       shift
       ;;
-    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -273,6 +288,13 @@ begin_stage() {
   done
   note "== $stage_name (budget $(field "${STAGES[$stage_index]}" 2) s, may run $(stage_limit) s) at $((SECONDS - start)) s"
 }
+# Whether the stage just begun runs; a stage --only leaves out is reported skipped. Its body
+# follows unindented between "if stage_wanted; then" and "fi" (it holds here-documents).
+stage_wanted() {
+  [[ -z "$only" || "$only" == *",$stage_name,"* ]] && return 0
+  end_stage "skipped: not in --only"
+  return 1
+}
 end_stage() {  # status: ok..., skipped... or anything else (a failure)
   note "-- $stage_name: $1 in $((SECONDS - stage_start)) s"
   case "$1" in
@@ -342,6 +364,7 @@ if [[ -n "$unusable" ]]; then
 fi
 
 begin_stage smoke
+if stage_wanted; then
 smoke_failed=0
 for m in "${MODELS[@]}"; do
   extra=()
@@ -371,8 +394,10 @@ else
   note "  main job: skipped (no build/gpu-deps/digits; 'bench/gpu-check.sh deps' trains and copies it)"
 fi
 ((smoke_failed == 0)) && end_stage ok || end_stage "FAILED ($smoke_failed runs)"
+fi
 
 begin_stage timings
+if stage_wanted; then
 mkdir -p "$out/timings"
 timing_failed=0
 # One line per run: each mode's median latency, its ratio to dag, the graph against its plan.
@@ -414,13 +439,17 @@ time_model resnet18-exits-early-1 --model resnet18-exits --exits early --thresho
 for m in resnet18 googlenet; do time_model "$m-tf32" --model "$m" --precision tf32; done
 note "  fp16, bf16: not on the GPU yet (EngineOptions::precision refuses them on cuda)"
 for m in two-branch inception resnet18-exits; do
-  run_watched "$(stage_limit)" "timeline-$m" "$bench" --device cuda --model "$m" --mode dag --exits all \
+  exits=()
+  [[ $m == resnet18-exits ]] && exits=(--exits all)  # the others have no exit heads
+  run_watched "$(stage_limit)" "timeline-$m" "$bench" --device cuda --model "$m" --mode dag "${exits[@]}" \
     --iterations 5 --warmup-ms 20 --timeline "$out/timings/timeline-$m.svg" ||
     note "  timeline $m: FAILED (exit $?)"
 done
 ((timing_failed == 0)) && end_stage ok || end_stage "FAILED ($timing_failed runs)"
+fi
 
 begin_stage tests
+if stage_wanted; then
 tests_failed=0
 group_deadline=$((SECONDS + $(stage_limit)))
 for ((g = 0; g < ${#TEST_GROUPS[@]}; g++)); do
@@ -445,8 +474,10 @@ for ((g = 0; g < ${#TEST_GROUPS[@]}; g++)); do
   fi
 done
 ((tests_failed == 0)) && end_stage ok || end_stage "FAILED ($tests_failed groups)"
+fi
 
 begin_stage sanitizer
+if stage_wanted; then
 sanitizer=$(command -v compute-sanitizer || first_match "$cuda_root/bin/compute-sanitizer" || true)
 if [[ -z "$sanitizer" ]]; then
   end_stage "skipped: no compute-sanitizer on this machine"
@@ -474,8 +505,10 @@ else
   done
   ((sanitizer_failed == 0)) && end_stage ok || end_stage "FAILED ($sanitizer_failed tools)"
 fi
+fi
 
 begin_stage torch
+if stage_wanted; then
 if ! python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
   end_stage "skipped: python3 has no torch that sees the GPU"
 else
@@ -491,6 +524,7 @@ else
     end_stage FAILED
   fi
   rm -rf "$out/torch-work"
+fi
 fi
 
 begin_stage summary

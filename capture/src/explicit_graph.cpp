@@ -54,6 +54,11 @@ ExplicitGraph& ExplicitGraph::operator=(ExplicitGraph&& other) noexcept {
   return *this;
 }
 
+void ExplicitGraph::abandon() noexcept {
+  graphs_.clear();
+  known_.clear();
+}
+
 void ExplicitGraph::release() noexcept {
   // The bodies of conditional nodes belong to the root and go with it.
   if (!graphs_.empty()) CGR_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graphs_.front()));
@@ -103,7 +108,12 @@ Segment ExplicitGraph::capture(int index, const Dependencies& deps, cudaStream_t
                                                cudaStreamCaptureModeThreadLocal));
   Segment segment;
   try {
-    work(stream);
+    try {
+      work(stream);
+    } catch (const std::exception& e) {
+      // What failed inside the work (a library call, the user's check) names the op here.
+      fail("cuda graph: the capture of '{}' failed: {}", what, e.what());
+    }
     cudaStreamCaptureStatus status{};
     const cudaGraphNode_t* tail = nullptr;
     const cudaGraphEdgeData* tail_edges = nullptr;
@@ -124,7 +134,12 @@ Segment ExplicitGraph::capture(int index, const Dependencies& deps, cudaStream_t
     if (tail_edges != nullptr) segment.tail_edges.assign(tail_edges, tail_edges + count);
   } catch (...) {
     cudaGraph_t ignored = nullptr;
-    (void)cudaStreamEndCapture(stream, &ignored);
+    const cudaError_t ended = cudaStreamEndCapture(stream, &ignored);
+    // An invalidated capture into an existing graph takes that graph with it (CUDA 13.0:
+    // destroying it afterwards fails with cudaErrorInvalidValue), and a body graph lost that
+    // way leaves its root unsafe to destroy: leave them all to the runtime.
+    if (ended == cudaErrorStreamCaptureInvalidated) abandon();
+    (void)cudaGetLastError();  // the capture's error is reported by the exception
     throw;
   }
   cudaGraph_t captured = nullptr;
@@ -142,6 +157,23 @@ Segment ExplicitGraph::capture(int index, const Dependencies& deps, cudaStream_t
   if (segment.nodes.empty()) {
     segment.tails = deps.nodes;
     segment.tail_edges = deps.edges;
+    return segment;
+  }
+  // A library that records an event at the start of its work and waits for it at the end
+  // (cuDNN does, for some grouped convolutions) leaves the capture's starting dependencies
+  // among its tails. Every captured node already follows them, so an edge from them to what
+  // comes next is redundant: drop them, keeping the segment's own nodes as its tails.
+  const std::set<cudaGraphNode_t> own(segment.nodes.begin(), segment.nodes.end());
+  std::vector<cudaGraphNode_t> tails;
+  std::vector<cudaGraphEdgeData> tail_edges;
+  for (std::size_t i = 0; i < segment.tails.size(); ++i) {
+    if (!own.contains(segment.tails[i])) continue;
+    tails.push_back(segment.tails[i]);
+    tail_edges.push_back(segment.tail_edges[i]);
+  }
+  if (!tails.empty()) {
+    segment.tails = std::move(tails);
+    segment.tail_edges = std::move(tail_edges);
   }
   return segment;
 }

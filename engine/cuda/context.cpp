@@ -102,6 +102,10 @@ CudaContext::CudaContext(std::shared_ptr<const detail::CompiledEngine> engine)
   }
 
   // One eager run first: cuDNN and cuBLAS initialise lazily, which must not happen under capture.
+  // It runs before any input arrived: zeros, not whatever the allocation held (compute-sanitizer
+  // initcheck reported every read of the never-written input there).
+  if (e.plan.arena_bytes > 0)
+    CGR_CUDA_CHECK(cudaMemsetAsync(arena_.get(), 0, e.plan.arena_bytes, stream_.get()));
   std::vector<char> executed;
   run_eager(false, true, executed);
   CGR_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));

@@ -136,22 +136,25 @@ void write_tradeoff_svg(const std::filesystem::path& path, const std::string& ti
     svg +=
         text(x, k % 2 == 0 ? y - 10 : y + 19, threshold_label(points[k]->threshold), "middle", 11);
   }
-  const auto reference = [&](const PolicySummary& s, const std::string& label, const char* shape) {
+  // off and all are told apart by their marks (see the legend), not by labels: they take about
+  // the same time, and labels there printed over each other and over the last threshold's.
+  const auto reference = [&](const PolicySummary& s, const char* name, bool square) {
     const double x = px(s.mean_ms), y = py(s.accuracy);
-    std::string out =
-        std::string(shape) == "square"
-            ? fmt::format(
-                  "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"9\" height=\"9\" fill=\"#e15759\"/>\n",
-                  x - 4.5, y - 4.5)
-            : fmt::format(
-                  "<polygon points=\"{0:.1f},{1:.1f} {2:.1f},{3:.1f} {0:.1f},{4:.1f} "
-                  "{5:.1f},{3:.1f}\" fill=\"#b07aa1\"/>\n",
-                  x, y - 6, x + 6, y, y + 6, x - 6);
-    out += text(x, y + 22, label, "middle", 11);
+    const std::string title =
+        fmt::format("<title>{}: {:.1f}% at {:.3f} ms</title>", name, 100 * s.accuracy, s.mean_ms);
+    std::string out = square
+                          ? fmt::format(
+                                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"9\" height=\"9\" "
+                                "fill=\"#e15759\">{}</rect>\n",
+                                x - 4.5, y - 4.5, title)
+                          : fmt::format(
+                                "<polygon points=\"{0:.1f},{1:.1f} {2:.1f},{3:.1f} {0:.1f},{4:.1f} "
+                                "{5:.1f},{3:.1f}\" fill=\"#b07aa1\">{6}</polygon>\n",
+                                x, y - 6, x + 6, y, y + 6, x - 6, title);
     return out;
   };
-  svg += reference(off, "off", "square");
-  svg += reference(all, "all", "diamond");
+  svg += reference(off, "off", true);
+  svg += reference(all, "all", false);
   // Legend of panel 1, right of the plot.
   const double lx = kRight + 14;
   svg +=

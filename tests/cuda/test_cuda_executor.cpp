@@ -341,6 +341,7 @@ TEST_CASE("CUDA: work a capture cannot record fails naming its op, the process s
     CAPTURE(to_string(mode));
     const Engine engine = Engine::build(net, {}, {.device = Device::cuda, .mode = mode});
     const std::string message = test::error_message([&] { (void)engine.create_context(); });
+    INFO(message);
     CHECK(message.find("the capture of 'sync'") != std::string::npos);
   }
   (void)cudaGetLastError();

@@ -142,6 +142,9 @@ TEST_CASE(
     CGR_CUDA_CHECK(cudaMemset(ctx.device_buffer("final"), 0xFF, final_floats * 4));
     CGR_CUDA_CHECK(
         cudaMemcpy(ctx.device_buffer("image"), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    // The memsets and the pageable copy ran on the legacy default stream, which a non-blocking
+    // stream does not wait for.
+    CGR_CUDA_CHECK(cudaDeviceSynchronize());
     cudaStream_t stream = nullptr;
     CGR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     ctx.launch_on_device(stream);

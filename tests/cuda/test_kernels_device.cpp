@@ -55,8 +55,12 @@ class DeviceArray {
   explicit DeviceArray(std::size_t count) : count_(count) {
     CGR_CUDA_CHECK(cudaMalloc(&data_, std::max<std::size_t>(count, 1) * sizeof(T)));
   }
+  // cudaMemcpy from pageable memory may return before the copy has landed, and cudaMemset is
+  // asynchronous: both run on the legacy default stream, which the tests' non-blocking
+  // streams do not wait for. Each waits here, so a kernel never reads a half-written buffer.
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
     CGR_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CGR_CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~DeviceArray() {
     if (data_ != nullptr) CGR_CUDA_CHECK_NOTHROW(cudaFree(data_));
@@ -66,7 +70,10 @@ class DeviceArray {
 
   T* get() const { return data_; }
   // Every byte 0xff: a float NaN, so an element a kernel forgot to write shows up.
-  void poison() { CGR_CUDA_CHECK(cudaMemset(data_, 0xff, count_ * sizeof(T))); }
+  void poison() {
+    CGR_CUDA_CHECK(cudaMemset(data_, 0xff, count_ * sizeof(T)));
+    CGR_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   std::vector<T> download() const {
     std::vector<T> host(count_);
     CGR_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
@@ -344,10 +351,13 @@ TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, con
       CAPTURE(bs.to_string());
       const auto a = random_values(as, ++seed);
       const auto b = random_values(bs, ++seed, false);
-      const auto cpu =
-          cpu_reference({{as, a}, {bs, b}}, [&](Network& net, const std::vector<Value>& v) {
-            return net.binary(v[0], v[1], op, "f");
-          });
+      // A network input has at least one dimension: the CPU reference takes a rank-0 `b` as
+      // shape {1}, which broadcasts the same way.
+      const Shape reference_bs = bs.rank() == 0 ? Shape{1} : bs;
+      const auto cpu = cpu_reference({{as, a}, {reference_bs, b}},
+                                     [&](Network& net, const std::vector<Value>& v) {
+                                       return net.binary(v[0], v[1], op, "f");
+                                     });
       // powf on the device may differ from the host's in the last bit; the rest is exact.
       const double tolerance = op == cgr::BinaryOp::pow ? 1e-6 : 0.0;
       const DeviceArray<float> da(a), db(b);

@@ -102,8 +102,13 @@ def main():
     circles = [c for c in svg.iter(ns + "circle") if c.find(ns + "title") is not None]
     check(len(circles) == len(sweep), f"{plot}: {len(circles)} threshold points, expected {len(sweep)}")
     texts = [t.text for t in svg.iter(ns + "text")]
-    for label in ("T = 0.5", "T = 0.99", "off", "all"):
+    for label in ("T = 0.5", "T = 0.99"):
         check(label in texts, f"{plot}: no label '{label}'")
+    # off and all: a mark each (told apart by the legend), its hover title naming the policy.
+    titles = [t.text or "" for t in svg.iter(ns + "title")]
+    for policy in ("off", "all"):
+        check(sum(1 for t in titles if t.startswith(policy + ": ")) == 1,
+              f"{plot}: no mark titled '{policy}: ...'")
 
     # Refusals: bad flags are usage errors (2), a damaged folder a named run error (1), and
     # nothing is written when the output folder does not exist.

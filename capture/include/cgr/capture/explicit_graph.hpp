@@ -68,6 +68,8 @@ class ExplicitGraph {
 
  private:
   void release() noexcept;
+  // Forgets the graphs without destroying them (after the runtime took them back).
+  void abandon() noexcept;
   std::vector<cudaGraph_t> graphs_;
   std::vector<std::set<cudaGraphNode_t>> known_;  // per graph: nodes already in a segment
 };

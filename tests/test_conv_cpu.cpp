@@ -548,11 +548,12 @@ TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path'
                        doctest::Contains("no channels-last value"), cgr::Error);
 }
 
-TEST_CASE("CPU layout plan: channels-last values only between convs that take them, same bits") {
+TEST_CASE("CPU layout plan: channels-last values only between ops that take them, same bits") {
   using namespace cgr;
   const bool expect_onednn = onednn_expected();
-  // a's value is read by b alone: channels-last. b's is read by c and by a max pool, which
-  // reads NCHW only: NCHW. c's joins the input in a residual add and is an output: NCHW.
+  // a's value is read by b and by a max pool, which pools a channels-last input in place:
+  // channels-last. b's is read by c and by a global average pool, which reads NCHW only: NCHW.
+  // c's joins the input in a residual add and is an output: NCHW.
   Network net;
   const Value x = net.input("x", {1, 32, 56, 56});
   const Conv2dParams conv{.out_channels = 32, .kernel = 3, .padding = 1};
@@ -560,7 +561,8 @@ TEST_CASE("CPU layout plan: channels-last values only between convs that take th
   const Value b = net.relu(net.conv2d(a, conv, "b"), "b.relu");
   const Value c = net.conv2d(b, conv, "c");
   net.output("y", net.relu(net.add(c, x, "add"), "add.relu"));
-  net.output("pooled", net.max_pool2d(b, {.kernel = 3, .stride = 2, .padding = 1}, "pool"));
+  net.output("pooled", net.max_pool2d(a, {.kernel = 3, .stride = 2, .padding = 1}, "pool"));
+  net.output("mean", net.global_avg_pool(b, "mean"));
   const Weights weights = models::random_weights(net, 11);
   const auto image = test::random_vector(32 * 56 * 56, 12);
   auto infer = [&](const EngineOptions& options, const char* plan) {
@@ -576,7 +578,7 @@ TEST_CASE("CPU layout plan: channels-last values only between convs that take th
        {EngineOptions{.threads = 2}, EngineOptions{.mode = Mode::eager, .threads = 1},
         EngineOptions{.threads = 3}}) {
     const Result planned = infer(options, "1");
-    for (const char* output : {"y", "pooled"}) {
+    for (const char* output : {"y", "pooled", "mean"}) {
       INFO(output);
       CHECK(planned.output(output).to_vector() == nchw.output(output).to_vector());
     }

@@ -1,6 +1,7 @@
-// The CPU pooling kernel's two paths against each other: 16 planes in the lanes of a vector
-// (AVX-512) and the flat run over stride phases must give the same bits, NaN, Inf and -0
-// included (the layer-level cases in layer_cases.cpp check both pools against PyTorch).
+// The CPU pooling kernel's paths against each other: 16 planes in the lanes of a vector
+// (AVX-512), the flat run over stride phases and a channels-last input pooled in place must
+// give the same bits, NaN, Inf and -0 included (the layer-level cases in layer_cases.cpp check
+// both pools against PyTorch).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cgr/error.hpp"
 #include "cgr/layers/pool2d.hpp"
 #include "cgr/thread_pool.hpp"
 #include "cpu/gemm.hpp"
@@ -75,13 +77,28 @@ TEST_CASE("pool cpu: planes in lanes give the flat path's bits for max and avera
       {"1 x L (a 1-D pool)",
        {1, 9, 1, 50},
        {.kernel = {1, 3}, .stride = {1, 2}, .padding = {0, 1}}},
+      {"3x3/2 ceil on 64 channels (four blocks at once channels-last)",
+       {1, 64, 13, 13},
+       {.kernel = 3, .stride = 2, .ceil_mode = true}},
+      {"3x3/1 pad 1, batch 2, 80 channels (four blocks and one)",
+       {2, 80, 8, 9},
+       {.kernel = 3, .stride = 1, .padding = 1}},
+      {"9x9 pad 4: 81 taps (the channels-last path's unlisted loop)",
+       {1, 70, 12, 11},
+       {.kernel = 9, .stride = 2, .padding = 4}},
   };
   {
     // Planes whose padded copy passes lanes::kMaxPaddedFloats stay with the flat path.
     KernelOverride override_kernel(avx512);
     const cgr::Pool2dGeometry big = cgr::pool2d_geometry(
         "MaxPool2d", "pool", {"x", cgr::Shape{1, 16, 400, 400}}, {.kernel = 3, .stride = 2});
-    CHECK_FALSE(cgr::cpu::PoolKernelCpu(big, cgr::cpu::PoolKind::max).channel_lanes());
+    cgr::cpu::PoolKernelCpu flat_only(big, cgr::cpu::PoolKind::max);
+    CHECK_FALSE(flat_only.channel_lanes());
+    // Nor can they take a channels-last input: refused by name.
+    CHECK_FALSE(flat_only.can_read_channels_last());
+    CHECK_THROWS_WITH_AS(flat_only.set_channels_last_input(16),
+                         doctest::Contains("a channels-last input needs the lane path"),
+                         cgr::Error);
   }
   cgr::ThreadPool pool(2);
   std::uint32_t seed = 900;
@@ -123,6 +140,27 @@ TEST_CASE("pool cpu: planes in lanes give the flat path's bits for max and avera
           kernel.run(input.data(), lanes.data(), pool);
         }
         CHECK(same_bits(flat, lanes));
+        {
+          // The same images channels-last (NHWC), pooled in place; the output stays NCHW.
+          KernelOverride override_kernel(avx512);
+          const std::int64_t n = test.shape[0], c = test.shape[1];
+          const std::int64_t points = test.shape[2] * test.shape[3];
+          std::vector<float> nhwc(input.size());
+          for (std::int64_t i = 0; i < n; ++i) {
+            for (std::int64_t ch = 0; ch < c; ++ch) {
+              for (std::int64_t q = 0; q < points; ++q) {
+                nhwc[static_cast<std::size_t>((i * points + q) * c + ch)] =
+                    input[static_cast<std::size_t>((i * c + ch) * points + q)];
+              }
+            }
+          }
+          cgr::cpu::PoolKernelCpu kernel(g, kind);
+          REQUIRE(kernel.can_read_channels_last());
+          kernel.set_channels_last_input(c);
+          std::vector<float> from_nhwc(outputs, 4321.5f);
+          kernel.run(nhwc.data(), from_nhwc.data(), pool);
+          CHECK(same_bits(flat, from_nhwc));
+        }
       }
     }
   }

@@ -14,11 +14,20 @@ namespace {
 
 class MaxPoolCpuKernel final : public CpuKernel {
  public:
-  explicit MaxPoolCpuKernel(const Pool2dGeometry& g) : pool_(g, cpu::PoolKind::max) {}
+  MaxPoolCpuKernel(const Pool2dGeometry& g, std::int64_t channels)
+      : pool_(g, cpu::PoolKind::max), channels_(channels) {}
   void run(const KernelIo& io) const override { pool_.run(io.inputs[0], io.output, *io.pool); }
+  // NHWC in on the lane path (a copy per point instead of a transpose); the output stays NCHW.
+  bool can_read_channels_last(std::size_t input) const override {
+    return input == 0 && pool_.can_read_channels_last();
+  }
+  void use_channels_last(std::span<const bool> inputs, bool) override {
+    if (!inputs.empty() && inputs[0]) pool_.set_channels_last_input(channels_);
+  }
 
  private:
   cpu::PoolKernelCpu pool_;
+  std::int64_t channels_;
 };
 
 }  // namespace
@@ -41,7 +50,7 @@ OpCost MaxPool2d::cost() const {
 }
 
 std::unique_ptr<CpuKernel> MaxPool2d::make_cpu_kernel(const LayerOp&) const {
-  return std::make_unique<MaxPoolCpuKernel>(geometry_);
+  return std::make_unique<MaxPoolCpuKernel>(geometry_, inputs()[0].shape[1]);
 }
 
 }  // namespace cgr

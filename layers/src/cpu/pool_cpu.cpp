@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <utility>
 
+#include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
 #include "cgr/thread_pool.hpp"
 #include "cpu/gemm.hpp"
@@ -160,6 +162,84 @@ CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
   }
 }
 CGR_LANES_INTRINSICS_END
+
+// Output rows [oh0, oh1) of image n of an NHWC input, every channel: result[(point * channels
+// + c)], point = (oh - oh0) * out_w + ow. The taps inside the image in (kh, kw) order, those in
+// the padding skipped (the neutral value they would add changes no bit, see the top of
+// pool_cpu.hpp); the average divided by its divisor per point, as lane_pool_out does.
+template <bool Max>
+__attribute__((target("avx512f"))) void nhwc_pool_rows(const float* image_nhwc,
+                                                       std::int64_t channels,
+                                                       const Pool2dGeometry& g,
+                                                       const float* divisor, std::int64_t oh0,
+                                                       std::int64_t oh1, float* result) {
+  constexpr std::int64_t L = lanes::kLanes;
+  // The taps k of a window starting at `first` that fall inside [0, size): [begin, end).
+  auto inside = [](std::int64_t first, std::int64_t step, std::int64_t taps, std::int64_t size) {
+    std::int64_t begin = 0, end = taps;
+    while (begin < end && first + begin * step < 0)
+      ++begin;
+    while (end > begin && first + (end - 1) * step >= size)
+      --end;
+    return std::pair{begin, end};
+  };
+  // Per tap inside the window, floats from the window's first point; at most 64 taps here
+  // (kernels larger than 8x8 take the generic loop below).
+  std::int64_t offsets[64];
+  for (std::int64_t oh = oh0; oh < oh1; ++oh) {
+    const std::int64_t top = oh * g.stride_h - g.pad_top;
+    const auto [kh0, kh1] = inside(top, g.dilation_h, g.kernel_h, g.in_h);
+    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      const std::int64_t left = ow * g.stride_w - g.pad_left;
+      const auto [kw0, kw1] = inside(left, g.dilation_w, g.kernel_w, g.in_w);
+      float* out = result + ((oh - oh0) * g.out_w + ow) * channels;
+      const __m512 d = _mm512_set1_ps(Max ? 1.0f : divisor[oh * g.out_w + ow]);
+      const float* origin = image_nhwc + (top * g.in_w + left) * channels;
+      std::int64_t taps = 0;
+      const bool listed = (kh1 - kh0) * (kw1 - kw0) <= 64;
+      for (std::int64_t kh = kh0; listed && kh < kh1; ++kh) {
+        for (std::int64_t kw = kw0; kw < kw1; ++kw)
+          offsets[taps++] = (kh * g.dilation_h * g.in_w + kw * g.dilation_w) * channels;
+      }
+      std::int64_t c0 = 0;
+      // Four channel blocks at a time where the taps are listed: four independent chains of
+      // max / add steps instead of one (a chain's steps wait on each other).
+      for (; listed && c0 + 4 * L <= channels; c0 += 4 * L) {
+        __m512 acc[4];
+        for (auto& a : acc)
+          a = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+        for (std::int64_t t = 0; t < taps; ++t) {
+          const float* p = origin + offsets[t] + c0;
+          for (int v = 0; v < 4; ++v) {
+            const __m512 x = _mm512_loadu_ps(p + v * L);
+            acc[v] = Max ? max_step(acc[v], x) : _mm512_add_ps(acc[v], x);
+          }
+        }
+        for (int v = 0; v < 4; ++v)
+          _mm512_storeu_ps(out + c0 + v * L, Max ? acc[v] : _mm512_div_ps(acc[v], d));
+      }
+      for (; c0 < channels; c0 += L) {
+        const auto mask = static_cast<__mmask16>((1u << std::min(L, channels - c0)) - 1u);
+        __m512 acc = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+        if (listed) {
+          for (std::int64_t t = 0; t < taps; ++t) {
+            const __m512 x = _mm512_maskz_loadu_ps(mask, origin + offsets[t] + c0);
+            acc = Max ? max_step(acc, x) : _mm512_add_ps(acc, x);
+          }
+        } else {
+          for (std::int64_t kh = kh0; kh < kh1; ++kh) {
+            for (std::int64_t kw = kw0; kw < kw1; ++kw) {
+              const __m512 x = _mm512_maskz_loadu_ps(
+                  mask, origin + (kh * g.dilation_h * g.in_w + kw * g.dilation_w) * channels + c0);
+              acc = Max ? max_step(acc, x) : _mm512_add_ps(acc, x);
+            }
+          }
+        }
+        _mm512_mask_storeu_ps(out + c0, mask, Max ? acc : _mm512_div_ps(acc, d));
+      }
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -225,6 +305,55 @@ PoolKernelCpu::PoolKernelCpu(const Pool2dGeometry& geometry, PoolKind kind)
   }
 }
 
+void PoolKernelCpu::set_channels_last_input(std::int64_t channels) {
+  if (!lanes_ || channels <= 0 || g_.planes % channels != 0) {
+    fail(
+        "pool: a channels-last input needs the lane path and whole images ({} planes, {} "
+        "channels)",
+        g_.planes, channels);
+  }
+  nhwc_channels_ = channels;
+}
+
+void PoolKernelCpu::run_nhwc(const float* x, float* y, ThreadPool& pool) const {
+#if defined(CGR_POOL_X86)
+  const Pool2dGeometry& g = g_;
+  const std::int64_t channels = nhwc_channels_;
+  const std::int64_t images = g.planes / channels;
+  const std::int64_t out_plane = g.out_h * g.out_w;
+  // Tasks of whole output rows over every channel: each reads its input rows once, each tap's
+  // channels contiguous, and writes its strip out to the NCHW planes 16 channels at a time.
+  const std::int64_t strip_rows = std::clamp<std::int64_t>(
+      kLaneTaskOutputs / std::max<std::int64_t>(1, g.out_w * channels), 1, g.out_h);
+  const std::int64_t strips = (g.out_h + strip_rows - 1) / strip_rows;
+  pool.parallel_for(
+      static_cast<std::size_t>(images * strips), 1, [&](std::size_t begin, std::size_t end) {
+        const lanes::ThreadScratch scratch(
+            static_cast<std::size_t>(strip_rows * g.out_w * channels));
+        float* const strip = scratch.data();
+        for (auto task = static_cast<std::int64_t>(begin); task < static_cast<std::int64_t>(end);
+             ++task) {
+          const std::int64_t n = task / strips;
+          const std::int64_t oh0 = task % strips * strip_rows;
+          const std::int64_t oh1 = std::min(g.out_h, oh0 + strip_rows);
+          const float* image = x + n * g.in_h * g.in_w * channels;
+          if (kind_ == PoolKind::max) {
+            nhwc_pool_rows<true>(image, channels, g, nullptr, oh0, oh1, strip);
+          } else {
+            nhwc_pool_rows<false>(image, channels, g, divisor_.data(), oh0, oh1, strip);
+          }
+          for (std::int64_t c0 = 0; c0 < channels; c0 += lanes::kLanes) {
+            lanes::lanes_to_planes(
+                strip + c0, (oh1 - oh0) * g.out_w, std::min(lanes::kLanes, channels - c0),
+                y + (n * channels + c0) * out_plane + oh0 * g.out_w, out_plane, channels);
+          }
+        }
+      });
+#else
+  (void)x, (void)y, (void)pool;
+#endif
+}
+
 void PoolKernelCpu::run_lanes(const float* x, float* y, ThreadPool& pool) const {
 #if defined(CGR_POOL_X86)
   const Pool2dGeometry& g = g_;
@@ -277,6 +406,7 @@ void PoolKernelCpu::run_lanes(const float* x, float* y, ThreadPool& pool) const 
 void PoolKernelCpu::run(const float* x, float* y, ThreadPool& pool) const {
   const Pool2dGeometry& g = g_;
   if (g.planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
+  if (nhwc_channels_ > 0) return run_nhwc(x, y, pool);
   if (lanes_) return run_lanes(x, y, pool);
   const auto plane_outputs = static_cast<std::size_t>(g.out_h * g.out_w);
   const std::size_t grain = std::max<std::size_t>(1, kTaskOutputs / plane_outputs);

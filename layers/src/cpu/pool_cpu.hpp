@@ -19,6 +19,13 @@
 // whatever the plane's width or stride, then 16 x 16 transposes back. The same taps in the
 // same order per output, so the same bits. Measured on GoogLeNet's and Inception-v3's pools
 // (cgr-bench, one thread, alternating runs): see the constructor.
+//
+// An input the engine's layout plan keeps channels-last (NHWC: a oneDNN conv's output) is
+// pooled in place, tasks of whole output rows over every channel, four 16-channel blocks at a
+// time, then written out to the NCHW planes. Against the lane path on the NCHW value, per-op
+// medians, one thread: GoogLeNet's maxpool2 (192 x 56x56) 0.21 -> 0.16 ms, Inception-v3's
+// maxpool1 (64 x 147x147) 0.61 -> 0.52; its maxpool2 (192 x 71x71) 0.40 -> 0.46, paid back by
+// its conv writing NHWC (13.4 -> 12.6 ms).
 #pragma once
 
 #include <cstdint>
@@ -42,10 +49,17 @@ class PoolKernelCpu {
   void run(const float* x, float* y, ThreadPool& pool) const;
   // Whether run() takes the lane path (see above).
   bool channel_lanes() const { return lanes_; }
+  // Where the lane path runs, a channels-last (NHWC) input is pooled in place instead: each
+  // tap of an output point one load per 16 channels, no copy in (the engine's layout plan,
+  // layer.hpp). x is then batch x in_h x in_w x channels, planes = batch * channels; the
+  // output stays NCHW. The same taps in the same order, so the same bits.
+  bool can_read_channels_last() const { return lanes_; }
+  void set_channels_last_input(std::int64_t channels);
 
  private:
   void plane(const float* x, float* y, float* scratch) const;
   void run_lanes(const float* x, float* y, ThreadPool& pool) const;
+  void run_nhwc(const float* x, float* y, ThreadPool& pool) const;
 
   Pool2dGeometry g_;
   PoolKind kind_;
@@ -62,6 +76,7 @@ class PoolKernelCpu {
   std::int64_t padded_h_ = 0, padded_w_ = 0;
   std::vector<std::int64_t> lane_offsets_;  // per tap, floats into the padded copy
   std::vector<float> divisor_;              // average: per output point, out_h x out_w
+  std::int64_t nhwc_channels_ = 0;          // set_channels_last_input (0: NCHW input)
 };
 
 }  // namespace cgr::cpu

@@ -14,6 +14,8 @@
 #   bench/gpu-check.sh --only tests,sanitizer
 #                                  the same, with only the listed stages after the build (smoke,
 #                                  timings, tests, sanitizer, torch): a rerun after a fix
+#   bench/gpu-check.sh --pack      (with either) $OUT ends holding summary.txt and gpu-check.tgz
+#                                  (everything else): what the device tool can bring back
 #   bench/gpu-check.sh --dry-run [--build-dir DIR]
 #                                  anywhere, no device: checks the script and the tools, prints
 #                                  the stages with their time budgets; with DIR (a CUDA build),
@@ -103,10 +105,12 @@ fi
 
 dry_run=0
 only=""  # --only: the optional stages to run, ",a,b,"; empty: all
+pack=0   # --pack: $OUT left holding summary.txt and gpu-check.tgz only
 dry_build_dir=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
+    --pack) pack=1 ;;
     --only)
       [[ $# -ge 2 ]] || { echo "gpu-check: --only needs a list of stages" >&2; exit 2; }
       only=",$2,"
@@ -123,7 +127,7 @@ while [[ $# -gt 0 ]]; do
       dry_build_dir=$2
       shift
       ;;
-    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -264,6 +268,20 @@ fi
 # ---------------------------------------------------------------------------------- the run
 out=${OUT:-$root/build/gpu-check}
 mkdir -p "$out" "$out/logs"
+# --pack: on any exit, everything but summary.txt goes into one archive (the device tool brings
+# back at most 8 files from $OUT; the logs and timings are dozens).
+pack_results() {
+  local archive
+  archive=$(mktemp "${TMPDIR:-/tmp}/gpu-check.XXXXXX.tgz") || return
+  if tar czf "$archive" -C "$out" --exclude=./summary.txt . 2>/dev/null; then
+    find "$out" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
+    chmod 644 "$archive"
+    mv "$archive" "$out/gpu-check.tgz"
+  else
+    rm -f "$archive"
+  fi
+}
+((pack)) && trap pack_results EXIT
 summary=$out/summary.txt
 : >"$summary"
 start=$SECONDS

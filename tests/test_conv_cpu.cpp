@@ -534,18 +534,130 @@ TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path'
       }
     }
   }
-  // A 1x1 conv runs on nChw16c, and weights over 1 MiB in channel slices: no NHWC there.
-  const ConvGeometry pointwise = finish(make_geometry(1, 256, 9, 9, 96, 1, 1, 1, 0));
-  const ConvKernelCpu blocked(pointwise, random_values(weight_size(pointwise), 5), {});
-  REQUIRE(blocked.uses_onednn());
-  CHECK_FALSE(blocked.channels_last_input());
-  CHECK_FALSE(blocked.channels_last_output());
+  // Weights over 1 MiB run in channel slices: NHWC in, not out.
   const ConvGeometry wide = finish(make_geometry(1, 128, 21, 30, 300, 3, 3, 1, 1));
   ConvKernelCpu sliced(wide, random_values(weight_size(wide), 6), {});
   CHECK(sliced.channels_last_input());
   CHECK_FALSE(sliced.channels_last_output());
   CHECK_THROWS_WITH_AS(sliced.set_channels_last(false, true),
                        doctest::Contains("no channels-last value"), cgr::Error);
+}
+
+TEST_CASE("conv cpu: 1x1 convs on NHWC values, their residual NHWC too, within rounding") {
+  if (!onednn_expected()) {
+    MESSAGE("skipped: no oneDNN in this build, or no AVX-512 on this CPU");
+    return;
+  }
+  // A 1x1 conv between NCHW values runs on nChw16c; next to an NHWC value it is made again on
+  // NHWC (another order of the sums: within rounding of the NCHW result, and the same bits for
+  // every pool size). MobileNet's 576->96 at 14x14 (the unpadded NHWC input read in place), a
+  // stride-2 one in place too, a padded one (copied), channels no multiple of 16, batch 2.
+  std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 576, 14, 14, 96, 1, 1, 1, 0)),
+      finish(make_geometry(1, 64, 15, 15, 128, 1, 1, 2, 0)),
+      finish(make_geometry(2, 96, 9, 11, 80, 1, 1, 1, 1)),
+  };
+  cgr::ThreadPool pool2(2);
+  cgr::ThreadPool pool3(3);
+  std::uint32_t seed = 1800;
+  for (const ConvGeometry& g : shapes) {
+    INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
+                 << g.in_w << ", stride " << g.stride_h << ", pad " << g.pad_top);
+    const auto input = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    const auto nhwc_input = transpose_images(input, g.batch, g.in_channels, g.in_h * g.in_w, true);
+    const auto nhwc_residual =
+        transpose_images(residual, g.batch, g.out_channels, g.out_h * g.out_w, true);
+    const ConvKernelCpu nchw(g, weight, bias);
+    REQUIRE(nchw.uses_onednn());
+    CHECK(nchw.channels_last_input());
+    CHECK(nchw.channels_last_output());
+    CHECK(nchw.channels_last_residual());
+    for (const auto& [in_nhwc, out_nhwc] :
+         std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
+      INFO("NHWC input " << in_nhwc << ", NHWC output " << out_nhwc);
+      ConvKernelCpu kernel(g, weight, bias);
+      kernel.set_channels_last(in_nhwc, out_nhwc);
+      for (const bool with_residual : {false, true}) {
+        INFO("residual " << with_residual);
+        const cgr::math::Activation clip{
+            .kind = cgr::math::ActivationKind::clip, .alpha = -0.5f, .beta = 0.5f};
+        const auto expected =
+            run_conv(nchw, input, with_residual ? residual.data() : nullptr, clip, nullptr);
+        const float* res = !with_residual ? nullptr
+                           : out_nhwc     ? nhwc_residual.data()
+                                          : residual.data();
+        // Rounding scales with the sums before the clip: 1e-5 of the largest.
+        double scale = 0.0;
+        for (const float v : run_conv(nchw, input, nullptr, kNoActivation, nullptr))
+          scale = std::max(scale, std::abs(double{v}));
+        std::vector<float> first;
+        for (cgr::ThreadPool* pool : {static_cast<cgr::ThreadPool*>(nullptr), &pool2, &pool3}) {
+          auto got = run_conv(kernel, in_nhwc ? nhwc_input : input, res, clip, pool);
+          if (out_nhwc)
+            got = transpose_images(got, g.batch, g.out_channels, g.out_h * g.out_w, false);
+          REQUIRE(got.size() == expected.size());
+          double worst = 0.0;
+          for (std::size_t i = 0; i < got.size(); ++i) {
+            const double error = std::abs(double{got[i]} - double{expected[i]});
+            if (!(error <= worst)) worst = error;  // also catches NaN
+          }
+          CHECK(worst <= 1e-5 * scale);
+          if (first.empty()) first = got;
+          CHECK(same_bits(got, first));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("conv cpu: depthwise convs in channel lanes read and write NHWC with the same bits") {
+  if (!onednn_expected()) {
+    MESSAGE("skipped: no AVX-512 GEMM kernel on this CPU (the channel-lane path's condition)");
+    return;
+  }
+  // The same fma chain per output whatever the layout, so the same bits as the NCHW path:
+  // MobileNet's 3x3 stride 2, channels no multiple of 16 with a 5x5 kernel, batch 2.
+  const std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 96, 28, 28, 96, 3, 3, 2, 1, 1, 96)),
+      finish(make_geometry(2, 40, 13, 9, 40, 5, 5, 1, 2, 1, 40)),
+  };
+  const cgr::math::Activation sigmoid{.kind = cgr::math::ActivationKind::unary,
+                                      .unary = cgr::math::UnaryOp::sigmoid};
+  const cgr::math::Activation clip{
+      .kind = cgr::math::ActivationKind::clip, .alpha = 0.0f, .beta = 6.0f};
+  cgr::ThreadPool pool2(2);
+  std::uint32_t seed = 1900;
+  for (const ConvGeometry& g : shapes) {
+    INFO(g.batch << "x" << g.in_channels << " at " << g.in_h << "x" << g.in_w << ", kernel "
+                 << g.kernel_h << ", stride " << g.stride_h);
+    const auto input = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto nhwc_input = transpose_images(input, g.batch, g.in_channels, g.in_h * g.in_w, true);
+    const ConvKernelCpu nchw(g, weight, bias);
+    REQUIRE_FALSE(nchw.uses_onednn());
+    CHECK(nchw.channels_last_input());
+    CHECK(nchw.channels_last_output());
+    CHECK_FALSE(nchw.channels_last_residual());
+    for (const auto& [in_nhwc, out_nhwc] :
+         std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
+      INFO("NHWC input " << in_nhwc << ", NHWC output " << out_nhwc);
+      ConvKernelCpu kernel(g, weight, bias);
+      kernel.set_channels_last(in_nhwc, out_nhwc);
+      for (const auto& activation : {clip, sigmoid, kNoActivation}) {
+        const auto expected = run_conv(nchw, input, nullptr, activation, nullptr);
+        for (cgr::ThreadPool* pool : {static_cast<cgr::ThreadPool*>(nullptr), &pool2}) {
+          auto got = run_conv(kernel, in_nhwc ? nhwc_input : input, nullptr, activation, pool);
+          if (out_nhwc)
+            got = transpose_images(got, g.batch, g.out_channels, g.out_h * g.out_w, false);
+          CHECK(same_bits(got, expected));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("CPU layout plan: channels-last values only between ops that take them, same bits") {
@@ -581,6 +693,59 @@ TEST_CASE("CPU layout plan: channels-last values only between ops that take them
     for (const char* output : {"y", "pooled", "mean"}) {
       INFO(output);
       CHECK(planned.output(output).to_vector() == nchw.output(output).to_vector());
+    }
+  }
+}
+
+TEST_CASE("CPU layout plan: an inverted residual block stays NHWC, its residual with it") {
+  using namespace cgr;
+  const bool expect_onednn = onednn_expected();
+  // MobileNet-v2's block on 14x14: h = stem(x); e = clip(1x1 64->384, h); d = clip(depthwise
+  // e); p = 1x1 384->64 (d) + h; r = 1x1 (p). oneDNN's 1x1 convs and the depthwise conv's
+  // channel lanes read and write NHWC, p's residual h with p: h, e, d, p channels-last. With a
+  // global average pool reading p (NCHW only), p is NCHW and so is h, tied to it: e, d left.
+  for (const bool pooled : {false, true}) {
+    INFO("pool reads p: " << pooled);
+    Network net;
+    const Value x = net.input("x", {1, 64, 14, 14});
+    const Value h = net.relu(net.conv2d(x, {.out_channels = 64}, "stem"), "stem.relu");
+    const Value e =
+        net.clip(net.conv2d(h, {.out_channels = 384}, "expand"), {0.0f, 6.0f}, "expand.clip");
+    const Value d = net.clip(
+        net.conv2d(e, {.out_channels = 384, .kernel = 3, .padding = 1, .groups = 384}, "dw"),
+        {0.0f, 6.0f}, "dw.clip");
+    const Value p = net.add(net.conv2d(d, {.out_channels = 64}, "project"), h, "add");
+    net.output("r", net.conv2d(p, {.out_channels = 64}, "head"));
+    if (pooled) net.output("mean", net.global_avg_pool(p, "mean"));
+    const Weights weights = models::random_weights(net, 21);
+    const auto image = test::random_vector(64 * 14 * 14, 22);
+    auto infer = [&](const EngineOptions& options, const char* plan) {
+      REQUIRE(setenv("CGR_CPU_CHANNELS_LAST", plan, 1) == 0);
+      const Engine engine = Engine::build(net, weights, options);
+      unsetenv("CGR_CPU_CHANNELS_LAST");
+      const int expected = !expect_onednn || std::string_view(plan) == "0" ? 0 : pooled ? 2 : 4;
+      CHECK(engine.info().channels_last_values == expected);
+      return engine.create_context().infer({{"x", image}});
+    };
+    const Result nchw = infer({.threads = 2}, "0");
+    const std::vector<float> reference = nchw.output("r").to_vector();
+    double scale = 0.0;
+    for (const float v : reference)
+      scale = std::max(scale, std::abs(double{v}));
+    std::vector<float> first;
+    for (const EngineOptions& options :
+         {EngineOptions{.threads = 2}, EngineOptions{.mode = Mode::eager, .threads = 1},
+          EngineOptions{.threads = 3}}) {
+      const std::vector<float> got = infer(options, "1").output("r").to_vector();
+      REQUIRE(got.size() == reference.size());
+      double worst = 0.0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double error = std::abs(double{got[i]} - double{reference[i]});
+        if (!(error <= worst)) worst = error;
+      }
+      CHECK(worst <= 1e-5 * scale);  // the 1x1 convs' sums in another order
+      if (first.empty()) first = got;
+      CHECK(got == first);  // dag and eager, any thread count: the same bits
     }
   }
 }

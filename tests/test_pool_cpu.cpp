@@ -141,7 +141,7 @@ TEST_CASE("pool cpu: planes in lanes give the flat path's bits for max and avera
         }
         CHECK(same_bits(flat, lanes));
         {
-          // The same images channels-last (NHWC), pooled in place; the output stays NCHW.
+          // The same images channels-last (NHWC), pooled in place; the output NCHW.
           KernelOverride override_kernel(avx512);
           const std::int64_t n = test.shape[0], c = test.shape[1];
           const std::int64_t points = test.shape[2] * test.shape[3];
@@ -160,6 +160,36 @@ TEST_CASE("pool cpu: planes in lanes give the flat path's bits for max and avera
           std::vector<float> from_nhwc(outputs, 4321.5f);
           kernel.run(nhwc.data(), from_nhwc.data(), pool);
           CHECK(same_bits(flat, from_nhwc));
+          // And written NHWC: each output point's channels in place, the same bits.
+          // And written NHWC, from either input layout: the same bits. From NCHW only where
+          // each block of 16 planes lies in one image.
+          const std::int64_t out_points = g.out_h * g.out_w;
+          for (const bool nhwc_in : {true, false}) {
+            INFO("NHWC output from an " << (nhwc_in ? "NHWC" : "NCHW") << " input");
+            cgr::cpu::PoolKernelCpu both(g, kind);
+            const bool blocks_in_images = n == 1 || c % 16 == 0;
+            REQUIRE(both.can_write_channels_last(c) == blocks_in_images);
+            if (!blocks_in_images) {
+              CHECK_THROWS_WITH_AS(both.set_channels_last_output(c),
+                                   doctest::Contains("blocks of 16 planes inside one image"),
+                                   cgr::Error);
+              continue;
+            }
+            if (nhwc_in) both.set_channels_last_input(c);
+            both.set_channels_last_output(c);
+            std::vector<float> to_nhwc(outputs, 4321.5f);
+            both.run(nhwc_in ? nhwc.data() : input.data(), to_nhwc.data(), pool);
+            std::vector<float> back(outputs);
+            for (std::int64_t i = 0; i < n; ++i) {
+              for (std::int64_t ch = 0; ch < c; ++ch) {
+                for (std::int64_t q = 0; q < out_points; ++q) {
+                  back[static_cast<std::size_t>((i * c + ch) * out_points + q)] =
+                      to_nhwc[static_cast<std::size_t>((i * out_points + q) * c + ch)];
+                }
+              }
+            }
+            CHECK(same_bits(flat, back));
+          }
         }
       }
     }

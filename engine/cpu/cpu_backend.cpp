@@ -35,7 +35,8 @@ class ExitDecisionKernel final : public CpuKernel {
 // so and every op reading it can read it so (CpuKernel), it is 4-D, and it is an op's own
 // value: not an input, output or other persistent value, not a view of another value or
 // viewed by one, not a slice of a Concat written in place nor such a Concat. Then each kernel
-// is told the layout of its inputs and output. CGR_CPU_CHANNELS_LAST=0 keeps every value NCHW
+// is told the layout of its inputs and output (an input tied to the output, a residual added
+// in place, has the output's). CGR_CPU_CHANNELS_LAST=0 keeps every value NCHW
 // (for comparisons). Returns how many values are channels-last.
 int plan_channels_last(const detail::CompiledEngine& engine,
                        const std::vector<std::unique_ptr<CpuKernel>>& kernels) {
@@ -72,8 +73,27 @@ int plan_channels_last(const detail::CompiledEngine& engine,
       continue;
     }
     channels_last[v] = true;
-    ++result;
   }
+  // An input tied to its op's output (a residual added in place) has the output's layout:
+  // where the two differ both stay NCHW, until no pair differs (values only leave the set).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t op = 0; op < engine.ops.size(); ++op) {
+      const detail::CompiledOp& compiled = engine.ops[op];
+      if (compiled.output < 0) continue;
+      const auto out = static_cast<std::size_t>(compiled.output);
+      for (std::size_t i = 0; i < compiled.inputs.size(); ++i) {
+        const auto in = static_cast<std::size_t>(compiled.inputs[i]);
+        if (kernels[op]->channels_last_tied_to_output(i) &&
+            channels_last[in] != channels_last[out]) {
+          channels_last[in] = channels_last[out] = false;
+          changed = true;
+        }
+      }
+    }
+  }
+  for (std::size_t v = 0; v < count; ++v)
+    result += channels_last[v] ? 1 : 0;
   if (result == 0) return 0;
   for (std::size_t op = 0; op < engine.ops.size(); ++op) {
     const detail::CompiledOp& compiled = engine.ops[op];

@@ -51,13 +51,20 @@ class Conv2dCpuKernel final : public CpuKernel {
           }
         });
   }
-  // NHWC in where oneDNN runs the conv on NHWC; out too where it writes the output in place
-  // (cpu/conv_onednn.hpp) and no residual or squeeze-excitation gate, read NCHW, joins it.
+  // NHWC in where oneDNN runs the conv on NHWC or a depthwise conv computes in channel lanes;
+  // out too where the kernel writes it so (cpu/conv_cpu.hpp) and no squeeze-excitation gate,
+  // read NCHW, joins it. A residual is NHWC exactly when the output is (oneDNN's convs add it
+  // in place; a depthwise conv with a residual stays NCHW).
   bool can_read_channels_last(std::size_t input) const override {
+    if (input == 1) return epilogue_.residual && conv_.channels_last_residual();
     return input == 0 && conv_.channels_last_input();
   }
   bool can_write_channels_last() const override {
-    return conv_.channels_last_output() && !epilogue_.residual && epilogue_.gated_plane == 0;
+    return conv_.channels_last_output() && epilogue_.gated_plane == 0 &&
+           (!epilogue_.residual || conv_.channels_last_residual());
+  }
+  bool channels_last_tied_to_output(std::size_t input) const override {
+    return input == 1 && epilogue_.residual;
   }
   void use_channels_last(std::span<const bool> inputs, bool output) override {
     conv_.set_channels_last(!inputs.empty() && inputs[0], output);

@@ -17,12 +17,15 @@ class MaxPoolCpuKernel final : public CpuKernel {
   MaxPoolCpuKernel(const Pool2dGeometry& g, std::int64_t channels)
       : pool_(g, cpu::PoolKind::max), channels_(channels) {}
   void run(const KernelIo& io) const override { pool_.run(io.inputs[0], io.output, *io.pool); }
-  // NHWC in on the lane path (a copy per point instead of a transpose); the output stays NCHW.
+  // NHWC in on the lane path (a copy per point instead of a transpose).
   bool can_read_channels_last(std::size_t input) const override {
     return input == 0 && pool_.can_read_channels_last();
   }
-  void use_channels_last(std::span<const bool> inputs, bool) override {
+  // NHWC out too (cpu/pool_cpu.hpp says where).
+  bool can_write_channels_last() const override { return pool_.can_write_channels_last(channels_); }
+  void use_channels_last(std::span<const bool> inputs, bool output) override {
     if (!inputs.empty() && inputs[0]) pool_.set_channels_last_input(channels_);
+    if (output) pool_.set_channels_last_output(channels_);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "cgr/error.hpp"
 #include "cgr/layers/conv2d.hpp"
 #include "cpu/conv_onednn.hpp"
 #include "cpu/depthwise_conv_cpu.hpp"
@@ -35,13 +36,23 @@ class ConvKernelCpu {
   // Whether oneDNN computes this convolution (conv_onednn.hpp). Its bits then differ from
   // cgr's own kernels' (another order of the sums), though not between thread counts.
   bool uses_onednn() const { return onednn_ != nullptr; }
-  // Whether the input and output can be NHWC values (OneDnnConv::channels_last), and the
-  // choice, made before the first run (the CPU layout plan, Layer::make_cpu_kernel's caller).
-  bool channels_last_input() const { return onednn_ != nullptr && onednn_->channels_last(); }
-  bool channels_last_output() const {
-    return onednn_ != nullptr && onednn_->channels_last_output();
+  // Whether the input and output can be NHWC values (OneDnnConv::channels_last, a depthwise
+  // conv's channel lanes), whether a residual can then be NHWC too (oneDNN's), and the choice,
+  // made before the first run (the CPU layout plan, Layer::make_cpu_kernel's caller).
+  bool channels_last_input() const {
+    return onednn_ != nullptr ? onednn_->channels_last()
+                              : depthwise_ != nullptr && depthwise_->channel_lanes();
   }
-  void set_channels_last(bool input, bool output) { onednn_->set_channels_last(input, output); }
+  bool channels_last_output() const {
+    return onednn_ != nullptr ? onednn_->channels_last_output()
+                              : depthwise_ != nullptr && depthwise_->channel_lanes();
+  }
+  bool channels_last_residual() const { return onednn_ != nullptr; }
+  void set_channels_last(bool input, bool output) {
+    if (onednn_ != nullptr) return onednn_->set_channels_last(input, output);
+    if (depthwise_ != nullptr) return depthwise_->set_channels_last(input, output);
+    if (input || output) fail("conv: cgr's GEMM computes this convolution on NCHW values only");
+  }
 
   // Bytes of scratch one run needs (the im2col panel); the caller provides it (the memory
   // plan owns it), 64-byte aligned for best speed.

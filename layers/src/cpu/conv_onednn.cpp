@@ -13,10 +13,13 @@
 // 12.9 / 11.8, 64->128 stride 2 1.44 / 1.15, 1x1 768->192 at 17x17 0.71 / 0.68. Inside the
 // models that held for convs larger than 1x1 (whole models, one thread, the two layouts' engines
 // run alternately in one process: ResNet-18 0.93x the time, GoogLeNet 0.98x, Inception-v3
-// 0.95x), not for 1x1 convs (GoogLeNet's at 14x14: 1.26-1.6x the time on NHWC), so those stay
-// nChw16c. Fewer than 16 input channels (a first conv on the image) stay planes in, nChw16c
-// out, "jit" (ResNet's 7x7 stride-2 conv1: 2.09 against 2.49 for NHWC). CGR_ONEDNN_NHWC=0
-// keeps every conv on nChw16c (comparisons).
+// 0.95x), not for 1x1 convs between NCHW values (GoogLeNet's at 14x14: 1.26-1.6x the time on
+// NHWC, transposes included), so those stay nChw16c; next to an NHWC value of the engine's
+// layout plan a 1x1 conv is made again on NHWC (set_channels_last), which saves the transposes
+// (MobileNet-v2, whose 1x1 convs on 14x14 and 7x7 maps, depthwise convs and residuals then stay
+// NHWC from op to op: 0.96x the time at one thread, 0.86x at two). Fewer than 16 input channels (a
+// first conv on the image) stay planes in, nChw16c out, "jit" (ResNet's 7x7 stride-2 conv1: 2.09
+// against 2.49 for NHWC). CGR_ONEDNN_NHWC=0 keeps every conv on nChw16c (comparisons).
 //
 // How a run goes, per image:
 //  1. The input, NCHW, is transposed 16 channels at a time (lanes.hpp) into zero-padded NHWC
@@ -25,13 +28,14 @@
 //     is explicit, and every slice but the last has the same shape and primitive. An input of
 //     fewer than 16 channels is copied as padded planes instead (see above). An input the
 //     engine's layout plan keeps NHWC (engine/cpu/cpu_backend.cpp) is copied row by row
-//     between its padding, no transpose.
+//     between its padding, no transpose; unpadded, it is read in place (no copy).
 //  2. One task per (row slice, output-channel slice): the oneDNN primitive writes the slice's
 //     result, NHWC or nChw16c, into the workspace, and the task transposes it out to NCHW at
 //     once (still in cache) with the bias already added by oneDNN, then the residual and the
 //     activation (lanes::output_finish; a Unary function through flat_epilogue). An output the
 //     layout plan keeps NHWC is sliced by rows only, over all channels: the primitive writes
-//     each slice's rows straight into the output, and the activation runs over them in place.
+//     each slice's rows straight into the output, and the residual (NHWC too) and the
+//     activation run over them in place.
 // oneDNN runs single-threaded inside each task: this build's oneDNN threads with OpenMP,
 // whose team would compete with cgr's pool for the same cores (and with other branches the
 // DAG runs at the same time); cgr's tasks give the parallelism instead. Output channels are
@@ -79,6 +83,10 @@ constexpr std::int64_t kSliceWeightBytes = std::int64_t{1} << 20;
 // writes that many floats of each plane at a time, and shorter runs (142 floats for two rows
 // of Inception's 71x71 maps) cost it 4x the time in partial cache lines.
 constexpr std::int64_t kSlicePoints = 512;
+// The same floor for a 1x1 conv whose NHWC output the primitive writes in place: no transpose
+// out and no halo, so short slices cost little, and MobileNet's 7x7 and 14x14 maps (49 and
+// 196 points) still split into tasks for a few threads.
+constexpr std::int64_t kPointwiseSlicePoints = 14;
 // Tasks a conv is split into at least, where each still carries kMinTaskMacs: small late
 // layers (7x7, 14x14) are one row slice, and their weights one channel slice.
 constexpr std::int64_t kMinTasks = 4;
@@ -165,14 +173,21 @@ struct OneDnnConv::Impl {
   Conv2dGeometry g;
   std::int64_t padded_w = 0;  // pad_left + in_w + pad_right
   // How the input is copied, and so what the primitives read and write (see the top of this
-  // file): planes (fewer than 16 input channels; nchw in, nChw16c out), blocked (1x1 convs:
-  // nChw16c in and out) or channels-last (larger kernels: NHWC in and out). Blocked and
-  // channels-last copies are made 16 channels per copy item (the last perhaps fewer).
+  // file): planes (fewer than 16 input channels; nchw in, nChw16c out), blocked (1x1 convs
+  // between NCHW values: nChw16c in and out) or channels-last (larger kernels, and 1x1 convs
+  // next to an NHWC value: NHWC in and out). Blocked and channels-last copies are made 16
+  // channels per copy item (the last perhaps fewer).
   enum class Layout { planes, blocked, channels_last };
   Layout layout = Layout::planes;
   bool channels_last() const { return layout == Layout::channels_last; }
+  bool pointwise() const { return g.kernel_h * g.kernel_w == 1; }
   // The engine's values on either side are NHWC (OneDnnConv::set_channels_last).
   bool input_nhwc = false, output_nhwc = false;
+  // An NHWC input without padding: each row slice's input is a dense run of it, which the
+  // primitive reads in place (no copy).
+  bool input_in_place() const {
+    return input_nhwc && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
+  }
   // The weights fit one channel slice (kSliceWeightBytes), so that tasks can be row slices
   // over all channels, each writing dense rows of an NHWC output (whole_channels: so sliced).
   bool weights_fit = false, whole_channels = false;
@@ -233,7 +248,7 @@ bool OneDnnConv::wanted(const Conv2dGeometry& g) {
 
 std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<const float> weight,
                                              std::span<const float> bias) {
-  auto impl = make_impl(g, weight, bias, false);
+  auto impl = make_impl(g, weight, bias, false, false);
   if (impl == nullptr) return nullptr;
   return std::unique_ptr<OneDnnConv>(new OneDnnConv(std::move(impl)));
 }
@@ -241,15 +256,15 @@ std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<
 std::unique_ptr<OneDnnConv::Impl> OneDnnConv::make_impl(const Conv2dGeometry& g,
                                                         std::span<const float> weight,
                                                         std::span<const float> bias,
-                                                        bool whole_channels) {
+                                                        bool whole_channels, bool nhwc) {
   if (g.out_h <= 0 || g.out_w <= 0) return nullptr;
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.g = g;
   d.padded_w = g.pad_left + g.in_w + g.pad_right;
-  d.layout = g.in_channels < kLanes                            ? Impl::Layout::planes
-             : g.kernel_h * g.kernel_w == 1 || !nhwc_enabled() ? Impl::Layout::blocked
-                                                               : Impl::Layout::channels_last;
+  d.layout = g.in_channels < kLanes                        ? Impl::Layout::planes
+             : !nhwc_enabled() || (d.pointwise() && !nhwc) ? Impl::Layout::blocked
+                                                           : Impl::Layout::channels_last;
   d.in_blocks = d.layout == Impl::Layout::planes ? 1 : gemm::ceil_div(g.in_channels, kLanes);
   const std::int64_t k = g.in_channels * g.kernel_h * g.kernel_w;
   const std::int64_t weight_bytes = g.out_channels * k * static_cast<std::int64_t>(sizeof(float));
@@ -271,8 +286,9 @@ std::unique_ptr<OneDnnConv::Impl> OneDnnConv::make_impl(const Conv2dGeometry& g,
   // 1x7 and 7x1 convs at 17x17 took 1.1x the time in 5-row slices).
   const std::int64_t total_macs = g.out_channels * k * g.out_h * g.out_w;
   std::int64_t whole_rows = d.rows, whole_slices = d.row_slices;
+  const std::int64_t whole_slice_points = d.pointwise() ? kPointwiseSlicePoints : kSlicePoints;
   while (whole_slices < kMinTasks && whole_rows > 1 &&
-         gemm::ceil_div(whole_rows, 2) * g.out_w >= kSlicePoints &&
+         gemm::ceil_div(whole_rows, 2) * g.out_w >= whole_slice_points &&
          total_macs / (2 * whole_slices) >= kMinTaskMacs) {
     whole_slices = gemm::ceil_div(g.out_h, gemm::ceil_div(whole_rows, 2));
     whole_rows = gemm::ceil_div(g.out_h, whole_slices);
@@ -287,8 +303,11 @@ std::unique_ptr<OneDnnConv::Impl> OneDnnConv::make_impl(const Conv2dGeometry& g,
     d.oc = round_up(d.oc / 2, kLanes);
     d.oc_slices = gemm::ceil_div(g.out_channels, d.oc);
   }
-  // An NHWC output where whole channels give the threads as many tasks (up to kMinTasks).
-  d.nhwc_output = d.weights_fit && whole_slices >= std::min(kMinTasks, d.row_slices * d.oc_slices);
+  // An NHWC output where whole channels give the threads as many tasks (up to kMinTasks); a
+  // 1x1 conv's slices are short enough for that wherever its multiply-adds are.
+  d.nhwc_output =
+      d.weights_fit &&
+      (d.pointwise() || whole_slices >= std::min(kMinTasks, d.row_slices * d.oc_slices));
   d.bias.assign(bias.begin(), bias.end());
 
   const OneOmpThread one_thread;
@@ -379,17 +398,20 @@ OneDnnConv::~OneDnnConv() = default;
 std::size_t OneDnnConv::workspace_bytes() const {
   const Impl& d = *impl_;
   const std::int64_t tasks = d.row_slices * d.oc_slices;
-  return static_cast<std::size_t>((d.row_slices * d.input_slot + d.result_slots() * d.output_slot) *
+  const std::int64_t input_slots = d.input_in_place() ? 0 : d.row_slices;
+  return static_cast<std::size_t>((input_slots * d.input_slot + d.result_slots() * d.output_slot) *
                                       static_cast<std::int64_t>(sizeof(float)) +
                                   tasks * d.scratchpad_slot);
 }
 
 bool OneDnnConv::channels_last() const {
-  return impl_->channels_last();
+  // A 1x1 conv on nChw16c is made again on NHWC when a neighbour is an NHWC value.
+  return impl_->channels_last() ||
+         (impl_->layout == Impl::Layout::blocked && impl_->pointwise() && nhwc_enabled());
 }
 
 bool OneDnnConv::channels_last_output() const {
-  return impl_->channels_last() && impl_->nhwc_output;
+  return channels_last() && impl_->nhwc_output;
 }
 
 void OneDnnConv::set_channels_last(bool input, bool output) {
@@ -398,9 +420,14 @@ void OneDnnConv::set_channels_last(bool input, bool output) {
         "conv: oneDNN runs this convolution on nChw16c or its weights in several slices: no "
         "channels-last value");
   }
-  if (output && impl_->oc_slices > 1) {
-    // Sliced by channels for the threads: made again, sliced by rows only. The weights come
-    // back from the primitives' format to OIHW.
+  // Made again where the layout changes (a 1x1 conv from nChw16c to NHWC), and for an NHWC
+  // output where the tasks are channel slices (or, 1x1, row slices of the NCHW output's
+  // length): row slices over all channels instead. The weights come back from the
+  // primitives' format to OIHW.
+  const bool remake =
+      (input || output) &&
+      (!impl_->channels_last() || (output && (impl_->oc_slices > 1 || impl_->pointwise())));
+  if (remake) {
     Impl& d = *impl_;
     const Conv2dGeometry& g = d.g;
     const std::int64_t k = g.in_channels * g.kernel_h * g.kernel_w;
@@ -419,8 +446,8 @@ void OneDnnConv::set_channels_last(bool input, bool output) {
     } catch (const dnnl::error& e) {
       fail("conv: oneDNN failed to unpack the weights ({}); set CGR_CPU_CHANNELS_LAST=0", e.what());
     }
-    auto whole = make_impl(g, weight, d.bias, true);
-    if (whole == nullptr || whole->oc_slices != 1 || !whole->channels_last()) {
+    auto whole = make_impl(g, weight, d.bias, output, true);
+    if (whole == nullptr || (output && whole->oc_slices != 1) || !whole->channels_last()) {
       fail(
           "conv: oneDNN has no kernel for this convolution over all channels; set "
           "CGR_CPU_CHANNELS_LAST=0");
@@ -439,7 +466,7 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
   const std::int64_t out_plane = g.out_h * g.out_w;
   const std::int64_t tasks = d.row_slices * d.oc_slices;
   float* const inputs = workspace;
-  float* const outputs = inputs + d.row_slices * d.input_slot;
+  float* const outputs = inputs + (d.input_in_place() ? 0 : d.row_slices * d.input_slot);
   auto* const scratchpads =
       reinterpret_cast<std::byte*>(outputs + d.result_slots() * d.output_slot);
   const lanes::OutputFinish finish = lanes::output_finish(activation.kind);
@@ -449,9 +476,10 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
 
   for (std::int64_t n = 0; n < g.batch; ++n) {
     const float* image = input + n * g.in_channels * in_plane;
-    // 1. Input copies. An NHWC input: rows of points, each copied whole between its padding;
-    // items are row slices.
-    if (d.input_nhwc) {
+    // 1. Input copies (none where the primitives read an unpadded NHWC input in place). An NHWC
+    // input: rows of points, each copied whole between its padding; items are row slices.
+    if (d.input_in_place()) {
+    } else if (d.input_nhwc) {
       const std::int64_t point_floats = g.in_channels;
       gemm::parallel_range(pool, d.row_slices, 1, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t r = begin; r < end; ++r) {
@@ -523,7 +551,11 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
                           : nullptr;
         float* result = in_place != nullptr ? in_place : outputs + item * d.output_slot;
         try {
-          memory src(v.pd.src_desc(), cpu_engine(), inputs + r * d.input_slot);
+          float* const src_data =
+              d.input_in_place()
+                  ? const_cast<float*>(image) + r * d.rows * g.stride_h * g.in_w * g.in_channels
+                  : inputs + r * d.input_slot;
+          memory src(v.pd.src_desc(), cpu_engine(), src_data);
           memory dst(v.pd.dst_desc(), cpu_engine(), result);
           memory scratchpad(v.pd.scratchpad_desc(), cpu_engine(),
                             scratchpads + item * d.scratchpad_slot);
@@ -542,10 +574,11 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
                e.what(), static_cast<int>(e.status));
         }
         if (in_place != nullptr) {
-          // The activation in place over the dense result.
-          if (activation.kind != math::ActivationKind::none) {
-            flat_epilogue(result, points * g.out_channels, nullptr, result, 1,
-                          points * g.out_channels, nullptr, activation, true);
+          // The residual (NHWC too) and the activation in place over the dense result.
+          if (residual != nullptr || activation.kind != math::ActivationKind::none) {
+            const float* res = residual != nullptr ? residual + (in_place - output) : nullptr;
+            flat_epilogue(result, points * g.out_channels, res, result, 1, points * g.out_channels,
+                          nullptr, activation, true);
           }
           continue;
         }

@@ -47,8 +47,8 @@ class OneDnnConv {
   // transpose to NCHW.)
   bool channels_last() const;
   bool channels_last_output() const;
-  // Called before the first run: the input is NHWC (not NCHW); the output is written NHWC
-  // (run's residual must then be null). Only where channels_last() / channels_last_output().
+  // Called before the first run: the input is NHWC (not NCHW); the output is written NHWC,
+  // and run's residual is then NHWC too. Only where channels_last() / channels_last_output().
   void set_channels_last(bool input, bool output);
 
   // ConvKernelCpu::run's contract: output = act(conv + bias + residual), NCHW; the same bits
@@ -59,10 +59,11 @@ class OneDnnConv {
  private:
   struct Impl;
   explicit OneDnnConv(std::unique_ptr<Impl> impl);
-  // whole_channels: tasks are row slices over all output channels (an NHWC output).
+  // whole_channels: tasks are row slices over all output channels (an NHWC output); nhwc: the
+  // primitives run on NHWC, 1x1 convs too (those otherwise run on nChw16c).
   static std::unique_ptr<Impl> make_impl(const Conv2dGeometry& geometry,
                                          std::span<const float> weight, std::span<const float> bias,
-                                         bool whole_channels);
+                                         bool whole_channels, bool nhwc);
   std::unique_ptr<Impl> impl_;
 };
 

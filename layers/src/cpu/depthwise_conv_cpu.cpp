@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "cgr/error.hpp"
 #include "cgr/thread_pool.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/lanes.hpp"
@@ -196,6 +197,30 @@ __attribute__((target("avx512f"))) void lane_taps(const float* padded, std::int6
       lane_taps_block<1>(row + ow * step, step, weight, offsets, taps, bias, out + ow * kLanes);
   }
 }
+// Channels [c0, c0 + channels) of an NHWC image of `stride` channels into the interior of
+// `image` (the lanes past `channels` zero); the padding cells are left as they are.
+__attribute__((target("avx512f"))) void nhwc_to_lanes(const float* in, std::int64_t stride,
+                                                      std::int64_t channels,
+                                                      const lanes::PaddedImage& image,
+                                                      float* padded) {
+  const __mmask16 mask = lanes::channel_mask(channels);
+  for (std::int64_t y = 0; y < image.in_h; ++y) {
+    const float* src = in + y * image.in_w * stride;
+    float* dst = padded + ((image.pad_top + y) * image.padded_w + image.pad_left) * kLanes;
+    for (std::int64_t x = 0; x < image.in_w; ++x)
+      _mm512_storeu_ps(dst + x * kLanes, _mm512_maskz_loadu_ps(mask, src + x * stride));
+  }
+}
+
+// `count` points of a channels-last strip (kLanes floats each) into channels [c0, c0 +
+// channels) of an NHWC output of `stride` channels.
+__attribute__((target("avx512f"))) void lanes_to_nhwc(const float* strip, std::int64_t count,
+                                                      std::int64_t channels, float* out,
+                                                      std::int64_t stride) {
+  const __mmask16 mask = lanes::channel_mask(channels);
+  for (std::int64_t t = 0; t < count; ++t)
+    _mm512_mask_storeu_ps(out + t * stride, mask, _mm512_loadu_ps(strip + t * kLanes));
+}
 CGR_LANES_INTRINSICS_END
 #endif
 
@@ -255,6 +280,14 @@ DepthwiseConvCpu::DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<con
   }
 }
 
+void DepthwiseConvCpu::set_channels_last(bool input, bool output) {
+  if ((input || output) && !channel_lanes_) {
+    fail("conv: this depthwise convolution computes plane by plane: no channels-last value");
+  }
+  input_nhwc_ = input;
+  output_nhwc_ = output;
+}
+
 void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residual, float* output,
                                          const math::Activation& activation,
                                          ThreadPool* pool) const {
@@ -289,13 +322,30 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
       const std::int64_t block = task % blocks;
       const std::int64_t c0 = block * kLanes;
       const std::int64_t channels = std::min(kLanes, g.out_channels - c0);
-      lanes::planes_to_lanes(input + (n * g.in_channels + c0) * in_plane, in_plane, channels, image,
-                             padded);
+      if (input_nhwc_) {
+        nhwc_to_lanes(input + n * g.in_channels * in_plane + c0, g.in_channels, channels, image,
+                      padded);
+      } else {
+        lanes::planes_to_lanes(input + (n * g.in_channels + c0) * in_plane, in_plane, channels,
+                               image, padded);
+      }
       for (std::int64_t oh0 = 0; oh0 < g.out_h; oh0 += strip_rows) {
         const std::int64_t rows = std::min(strip_rows, g.out_h - oh0);
         lane_taps(padded, padded_w_, g, lane_weight_.data() + block * taps * kLanes,
                   lane_tap_offsets_.data(), taps,
                   lane_bias_.empty() ? nullptr : lane_bias_.data() + c0, oh0, oh0 + rows, strip);
+        if (output_nhwc_) {
+          // The activation in place over the strip (the bias is in; no residual here), then
+          // the block's channels of each point.
+          const std::int64_t floats = rows * g.out_w * kLanes;
+          if (activation.kind != math::ActivationKind::none) {
+            flat_epilogue(strip, floats, nullptr, strip, 1, floats, nullptr, activation, true);
+          }
+          lanes_to_nhwc(strip, rows * g.out_w, channels,
+                        output + (n * out_plane + oh0 * g.out_w) * g.out_channels + c0,
+                        g.out_channels);
+          continue;
+        }
         const std::int64_t at = (n * g.out_channels + c0) * out_plane + oh0 * g.out_w;
         const float* res = residual != nullptr ? residual + at : nullptr;
         if (finish != nullptr) {

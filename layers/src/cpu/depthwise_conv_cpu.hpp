@@ -41,8 +41,12 @@ class DepthwiseConvCpu {
   void run(const float* input, const float* residual, float* output,
            const math::Activation& activation, ThreadPool* pool) const;
 
-  // Whether run() takes the channel-lane path (the .cpp says when and why).
+  // Whether run() takes the channel-lane path (the .cpp says when and why). That path can
+  // also read an NHWC input and write an NHWC output (no residual then), the CPU layout plan's
+  // channels-last values, and skip the transposes from and to NCHW.
   bool channel_lanes() const { return channel_lanes_; }
+  // Called before the first run, only where channel_lanes().
+  void set_channels_last(bool input, bool output);
 
  private:
   void run_channel_lanes(const float* input, const float* residual, float* output,
@@ -66,6 +70,7 @@ class DepthwiseConvCpu {
   std::vector<float> lane_weight_;              // [channel block][tap][16 lanes]
   std::vector<float> lane_bias_;                // [channel block][16 lanes], or empty
   std::vector<std::int64_t> lane_tap_offsets_;  // per tap, floats into the padded input
+  bool input_nhwc_ = false, output_nhwc_ = false;  // set_channels_last
 };
 
 }  // namespace cgr::cpu

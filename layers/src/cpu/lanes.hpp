@@ -1,8 +1,9 @@
 // 16 planes in the lanes of a vector: the AVX-512 layout the depthwise conv and the pooling
 // kernels compute in when planes are small or strided (each tap of each output is then one
-// operation on a full vector, whatever the plane's width or stride). The data stays NCHW
-// between ops; a block of 16 consecutive planes is transposed into a zero- (or otherwise)
-// padded channels-last copy on the way in and back, 16 x 16 at a time, on the way out.
+// operation on a full vector, whatever the plane's width or stride). Between NCHW values a
+// block of 16 consecutive planes is transposed into a zero- (or otherwise) padded
+// channels-last copy on the way in and back, 16 x 16 at a time, on the way out; an NHWC value
+// of the CPU layout plan is copied (or stored) 16 channels of a point at a time instead.
 #pragma once
 
 #include <cstddef>

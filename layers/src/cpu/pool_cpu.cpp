@@ -163,6 +163,20 @@ CGR_LANES_INTRINSICS_BEGIN  // see lanes::transpose16
 }
 CGR_LANES_INTRINSICS_END
 
+// The same into an NHWC output: point t's lanes [0, planes) to out + t * stride, each divided
+// by the point's divisor (the same division per element, so the same bits).
+__attribute__((target("avx512f"))) void lane_pool_out_nhwc(const float* strip, std::int64_t count,
+                                                           std::int64_t planes,
+                                                           const float* divisor, float* out,
+                                                           std::int64_t stride) {
+  const __mmask16 mask = lanes::channel_mask(planes);
+  for (std::int64_t t = 0; t < count; ++t) {
+    __m512 v = _mm512_loadu_ps(strip + t * lanes::kLanes);
+    if (divisor != nullptr) v = _mm512_div_ps(v, _mm512_set1_ps(divisor[t]));
+    _mm512_mask_storeu_ps(out + t * stride, mask, v);
+  }
+}
+
 // Output rows [oh0, oh1) of image n of an NHWC input, every channel: result[(point * channels
 // + c)], point = (oh - oh0) * out_w + ow. The taps inside the image in (kh, kw) order, those in
 // the padding skipped (the neutral value they would add changes no bit, see the top of
@@ -315,6 +329,21 @@ void PoolKernelCpu::set_channels_last_input(std::int64_t channels) {
   nhwc_channels_ = channels;
 }
 
+bool PoolKernelCpu::can_write_channels_last(std::int64_t channels) const {
+  return lanes_ && channels > 0 && g_.planes % channels == 0 &&
+         (g_.planes == channels || channels % lanes::kLanes == 0);
+}
+
+void PoolKernelCpu::set_channels_last_output(std::int64_t channels) {
+  if (!can_write_channels_last(channels) || (nhwc_channels_ != 0 && nhwc_channels_ != channels)) {
+    fail(
+        "pool: a channels-last output needs the lane path and blocks of 16 planes inside one "
+        "image ({} planes, {} channels)",
+        g_.planes, channels);
+  }
+  nhwc_output_channels_ = channels;
+}
+
 void PoolKernelCpu::run_nhwc(const float* x, float* y, ThreadPool& pool) const {
 #if defined(CGR_POOL_X86)
   const Pool2dGeometry& g = g_;
@@ -329,20 +358,25 @@ void PoolKernelCpu::run_nhwc(const float* x, float* y, ThreadPool& pool) const {
   pool.parallel_for(
       static_cast<std::size_t>(images * strips), 1, [&](std::size_t begin, std::size_t end) {
         const lanes::ThreadScratch scratch(
-            static_cast<std::size_t>(strip_rows * g.out_w * channels));
-        float* const strip = scratch.data();
+            nhwc_output_channels_ > 0 ? 0
+                                      : static_cast<std::size_t>(strip_rows * g.out_w * channels));
         for (auto task = static_cast<std::int64_t>(begin); task < static_cast<std::int64_t>(end);
              ++task) {
           const std::int64_t n = task / strips;
           const std::int64_t oh0 = task % strips * strip_rows;
           const std::int64_t oh1 = std::min(g.out_h, oh0 + strip_rows);
           const float* image = x + n * g.in_h * g.in_w * channels;
+          // An NHWC output: the strip is its rows [oh0, oh1).
+          float* const strip = nhwc_output_channels_ > 0
+                                   ? y + (n * out_plane + oh0 * g.out_w) * channels
+                                   : scratch.data();
           if (kind_ == PoolKind::max) {
             nhwc_pool_rows<true>(image, channels, g, nullptr, oh0, oh1, strip);
           } else {
             nhwc_pool_rows<false>(image, channels, g, divisor_.data(), oh0, oh1, strip);
           }
-          for (std::int64_t c0 = 0; c0 < channels; c0 += lanes::kLanes) {
+          for (std::int64_t c0 = 0; nhwc_output_channels_ == 0 && c0 < channels;
+               c0 += lanes::kLanes) {
             lanes::lanes_to_planes(
                 strip + c0, (oh1 - oh0) * g.out_w, std::min(lanes::kLanes, channels - c0),
                 y + (n * channels + c0) * out_plane + oh0 * g.out_w, out_plane, channels);
@@ -392,8 +426,15 @@ void PoolKernelCpu::run_lanes(const float* x, float* y, ThreadPool& pool) const 
               lane_pool<false>(padded, padded_w_, g, lane_offsets_.data(), taps, oh0, oh0 + rows,
                                strip);
             }
-            lane_pool_out(strip, rows * g.out_w, planes,
-                          max ? nullptr : divisor_.data() + oh0 * g.out_w,
+            const float* divisor = max ? nullptr : divisor_.data() + oh0 * g.out_w;
+            if (const std::int64_t channels = nhwc_output_channels_; channels > 0) {
+              // Image n's channels [c0, c0 + planes) of each point (the block lies in it).
+              const std::int64_t n = p0 / channels, c0 = p0 % channels;
+              lane_pool_out_nhwc(strip, rows * g.out_w, planes, divisor,
+                                 y + (n * out_plane + oh0 * g.out_w) * channels + c0, channels);
+              continue;
+            }
+            lane_pool_out(strip, rows * g.out_w, planes, divisor,
                           y + p0 * out_plane + oh0 * g.out_w, out_plane);
           }
         }

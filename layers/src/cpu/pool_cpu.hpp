@@ -52,9 +52,14 @@ class PoolKernelCpu {
   // Where the lane path runs, a channels-last (NHWC) input is pooled in place instead: each
   // tap of an output point one load per 16 channels, no copy in (the engine's layout plan,
   // layer.hpp). x is then batch x in_h x in_w x channels, planes = batch * channels; the
-  // output stays NCHW. The same taps in the same order, so the same bits.
+  // output NCHW. The same taps in the same order, so the same bits.
   bool can_read_channels_last() const { return lanes_; }
   void set_channels_last_input(std::int64_t channels);
+  // The lane path can write an NHWC output too: from an NHWC input its strips of output rows
+  // land in place; from an NCHW one each point's lanes are stored at their channels, where a
+  // block of 16 planes lies in one image (one image, or channels a multiple of 16).
+  bool can_write_channels_last(std::int64_t channels) const;
+  void set_channels_last_output(std::int64_t channels);
 
  private:
   void plane(const float* x, float* y, float* scratch) const;
@@ -77,6 +82,7 @@ class PoolKernelCpu {
   std::vector<std::int64_t> lane_offsets_;  // per tap, floats into the padded copy
   std::vector<float> divisor_;              // average: per output point, out_h x out_w
   std::int64_t nhwc_channels_ = 0;          // set_channels_last_input (0: NCHW input)
+  std::int64_t nhwc_output_channels_ = 0;   // set_channels_last_output (0: NCHW output)
 };
 
 }  // namespace cgr::cpu

@@ -146,6 +146,12 @@ class CpuKernel {
     return false;
   }
   virtual bool can_write_channels_last() const { return false; }
+  // Whether input `input` must have the output's layout (a residual added in place): the plan
+  // keeps both NCHW where they would differ.
+  virtual bool channels_last_tied_to_output(std::size_t input) const {
+    (void)input;
+    return false;
+  }
   virtual void use_channels_last(std::span<const bool> inputs, bool output) {
     (void)inputs, (void)output;
   }

@@ -151,6 +151,17 @@ void check_close(const std::vector<float>& got, const std::vector<double>& expec
   CHECK(worst <= tolerance);
 }
 
+// The largest |a[i] - b[i]| (infinity for a size mismatch or a NaN).
+double worst_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double error = std::abs(double{a[i]} - double{b[i]});
+    if (!(error <= worst)) worst = error;  // also catches NaN
+  }
+  return worst;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -598,13 +609,7 @@ TEST_CASE("conv cpu: 1x1 convs on NHWC values, their residual NHWC too, within r
           auto got = run_conv(kernel, in_nhwc ? nhwc_input : input, res, clip, pool);
           if (out_nhwc)
             got = transpose_images(got, g.batch, g.out_channels, g.out_h * g.out_w, false);
-          REQUIRE(got.size() == expected.size());
-          double worst = 0.0;
-          for (std::size_t i = 0; i < got.size(); ++i) {
-            const double error = std::abs(double{got[i]} - double{expected[i]});
-            if (!(error <= worst)) worst = error;  // also catches NaN
-          }
-          CHECK(worst <= 1e-5 * scale);
+          CHECK(worst_error(got, expected) <= 1e-5 * scale);
           if (first.empty()) first = got;
           CHECK(same_bits(got, first));
         }
@@ -737,13 +742,7 @@ TEST_CASE("CPU layout plan: an inverted residual block stays NHWC, its residual 
          {EngineOptions{.threads = 2}, EngineOptions{.mode = Mode::eager, .threads = 1},
           EngineOptions{.threads = 3}}) {
       const std::vector<float> got = infer(options, "1").output("r").to_vector();
-      REQUIRE(got.size() == reference.size());
-      double worst = 0.0;
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        const double error = std::abs(double{got[i]} - double{reference[i]});
-        if (!(error <= worst)) worst = error;
-      }
-      CHECK(worst <= 1e-5 * scale);  // the 1x1 convs' sums in another order
+      CHECK(worst_error(got, reference) <= 1e-5 * scale);  // the 1x1 convs' sums in another order
       if (first.empty()) first = got;
       CHECK(got == first);  // dag and eager, any thread count: the same bits
     }

@@ -217,6 +217,8 @@ struct OneDnnConv::Impl {
   std::int64_t input_rows(std::int64_t out_rows) const {
     return (out_rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
   }
+  // Row slices' input copies in the workspace: none where the primitives read in place.
+  std::int64_t input_slots() const { return input_in_place() ? 0 : row_slices; }
   // Task results in the workspace: none where they go straight into an NHWC output.
   std::int64_t result_slots() const { return output_nhwc ? 0 : row_slices * oc_slices; }
   int row_variant(std::int64_t r) const { return r + 1 < row_slices ? 0 : 1; }
@@ -398,10 +400,10 @@ OneDnnConv::~OneDnnConv() = default;
 std::size_t OneDnnConv::workspace_bytes() const {
   const Impl& d = *impl_;
   const std::int64_t tasks = d.row_slices * d.oc_slices;
-  const std::int64_t input_slots = d.input_in_place() ? 0 : d.row_slices;
-  return static_cast<std::size_t>((input_slots * d.input_slot + d.result_slots() * d.output_slot) *
-                                      static_cast<std::int64_t>(sizeof(float)) +
-                                  tasks * d.scratchpad_slot);
+  return static_cast<std::size_t>(
+      (d.input_slots() * d.input_slot + d.result_slots() * d.output_slot) *
+          static_cast<std::int64_t>(sizeof(float)) +
+      tasks * d.scratchpad_slot);
 }
 
 bool OneDnnConv::channels_last() const {
@@ -466,7 +468,7 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
   const std::int64_t out_plane = g.out_h * g.out_w;
   const std::int64_t tasks = d.row_slices * d.oc_slices;
   float* const inputs = workspace;
-  float* const outputs = inputs + (d.input_in_place() ? 0 : d.row_slices * d.input_slot);
+  float* const outputs = inputs + d.input_slots() * d.input_slot;
   auto* const scratchpads =
       reinterpret_cast<std::byte*>(outputs + d.result_slots() * d.output_slot);
   const lanes::OutputFinish finish = lanes::output_finish(activation.kind);

@@ -321,6 +321,46 @@ TEST_CASE("thread pool: a thread the system refuses fails the pool cleanly, with
   CHECK(fine.size() == 2);
 }
 
+TEST_CASE("thread pool: queued tasks run highest priority first, oldest first among equals") {
+  ThreadPool pool(1);  // no workers: the caller runs every task, one at a time, in queue order
+  std::vector<int> order;
+  pool.submit([&] { order.push_back(1); }, 1.0);
+  pool.submit([&] { order.push_back(2); }, 5.0);
+  pool.submit([&] { order.push_back(3); }, 1.0);
+  pool.submit(
+      [&] {
+        order.push_back(4);
+        // Queued from inside a task, behind nothing of higher priority: it runs next.
+        pool.submit([&] { order.push_back(5); }, 9.0);
+      },
+      7.0);
+  pool.submit([&] { order.push_back(6); });  // default priority 0
+  while (pool.run_one()) {
+  }
+  CHECK(order == std::vector<int>{4, 5, 2, 1, 3, 6});
+}
+
+TEST_CASE("dag scheduler: of two ready branches, the longer estimated chain starts first") {
+  // `short` is declared (and sorted) first; `long` holds nearly all the work. With one thread
+  // the ready ops run one by one, so their start order is the scheduler's choice.
+  Network net;
+  const Value x = net.input("x", {1, 8, 16, 16});
+  const Value a = net.conv2d(x, {.out_channels = 8, .kernel = 1}, "short");
+  Value b = net.conv2d(x, {.out_channels = 64, .kernel = 3, .padding = 1}, "long1");
+  b = net.conv2d(b, {.out_channels = 8, .kernel = 3, .padding = 1}, "long2");
+  net.output("y", net.concat({a, b}, "cat"));
+  const Engine engine = Engine::build(net, models::random_weights(net), {.threads = 1});
+  REQUIRE(engine.graph().topological_order().front() == op_index(engine.graph(), "short"));
+  ExecutionContext ctx = engine.create_context();
+  ctx.set_profiling(true);
+  ctx.run();
+  const auto timings = ctx.op_timings();
+  const auto start = [&](const std::string& name) {
+    return timings[static_cast<std::size_t>(op_index(engine.graph(), name))].start_ms;
+  };
+  CHECK(start("long1") < start("short"));
+}
+
 TEST_CASE("network-level errors: no output, foreign values, unknown modes, no CUDA device here") {
   Network net;
   const Value x = net.input("x", {1, 4});

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <memory>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,6 +39,16 @@ bool spin_until(const Ready& ready,
 
 // Set once by each worker as it starts; 0 on every thread a pool did not start.
 thread_local int worker_index = 0;
+// The priority of the task the thread is running; a thread outside any task (an eager run's
+// caller) is waited on by someone directly, so its helpers go first.
+thread_local double current_priority = std::numeric_limits<double>::infinity();
+
+// Heap order: the top is the highest priority, then the lowest sequence.
+template <typename Task>
+bool runs_later(const Task& a, const Task& b) {
+  if (a.priority != b.priority) return a.priority < b.priority;
+  return a.sequence > b.sequence;
+}
 
 }  // namespace
 
@@ -98,42 +109,63 @@ void ThreadPool::stop_workers() noexcept {
   workers_.clear();
 }
 
-void ThreadPool::submit(std::function<void()> task) {
+void ThreadPool::push(std::function<void()> task, double priority) {
+  tasks_.push_back({priority, submitted_++, std::move(task)});
+  std::push_heap(tasks_.begin(), tasks_.end(), runs_later<Task>);
+  queued_.store(tasks_.size(), std::memory_order_release);
+}
+
+ThreadPool::Task ThreadPool::pop() {
+  std::pop_heap(tasks_.begin(), tasks_.end(), runs_later<Task>);
+  Task task = std::move(tasks_.back());
+  tasks_.pop_back();
+  queued_.store(tasks_.size(), std::memory_order_release);
+  return task;
+}
+
+void ThreadPool::run_task(Task& task) {
+  const double outer = current_priority;
+  current_priority = task.priority;
+  try {
+    task.run();
+  } catch (...) {
+    current_priority = outer;
+    throw;
+  }
+  current_priority = outer;
+}
+
+void ThreadPool::submit(std::function<void()> task, double priority) {
   {
     std::lock_guard lock(mutex_);
-    tasks_.push_back(std::move(task));
-    queued_.store(tasks_.size(), std::memory_order_release);
+    push(std::move(task), priority);
   }
   // Without workers the task runs when the caller helps (help_until / run_one).
   if (!workers_.empty()) wake_.notify_one();
 }
 
 bool ThreadPool::run_one() {
-  std::function<void()> task;
+  Task task;
   {
     std::lock_guard lock(mutex_);
     if (tasks_.empty()) return false;
-    task = std::move(tasks_.front());
-    tasks_.pop_front();
-    queued_.store(tasks_.size(), std::memory_order_release);
+    task = pop();
   }
-  task();
+  run_task(task);
   return true;
 }
 
 void ThreadPool::help_until(const std::function<bool()>& done) {
   for (;;) {
     spin_until([&] { return done() || queued_.load(std::memory_order_acquire) > 0; });
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return done() || !tasks_.empty(); });
       if (done()) return;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-      queued_.store(tasks_.size(), std::memory_order_release);
+      task = pop();
     }
-    task();
+    run_task(task);
   }
 }
 
@@ -149,16 +181,14 @@ void ThreadPool::worker_loop() {
       return stopping_.load(std::memory_order_relaxed) ||
              queued_.load(std::memory_order_acquire) > 0;
     });
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [this] { return stopping_.load() || !tasks_.empty(); });
       if (tasks_.empty()) return;  // stopping and drained
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-      queued_.store(tasks_.size(), std::memory_order_release);
+      task = pop();
     }
-    task();
+    run_task(task);
   }
 }
 
@@ -219,8 +249,7 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
   {
     std::lock_guard lock(mutex_);
     for (std::size_t i = 0; i < helpers; ++i)
-      tasks_.emplace_back([state] { state->run_chunks(); });
-    queued_.store(tasks_.size(), std::memory_order_release);
+      push([state] { state->run_chunks(); }, current_priority);
   }
   if (helpers == 1) {
     wake_.notify_one();

@@ -3,7 +3,8 @@
 //   eager  ops one at a time in topological order; each op splits its own work across the
 //          pool (intra-op), the way PyTorch runs on the CPU;
 //   dag    every op whose predecessors are done is queued at once (inter-op), so independent
-//          branches overlap, and an op still splits its work over idle threads.
+//          branches overlap, and an op still splits its work over idle threads; queued ops
+//          start longest estimated remaining chain first.
 // Kernels split only over independent outputs, so both modes give bit-identical results.
 // Early exits: a decision that fires sets its bit in `fired`; an op it gates is skipped, and
 // its decision precedes it in the graph (a control edge), so the bit is set before the check.
@@ -140,13 +141,18 @@ class CpuContext final : public detail::BackendContext {
     for (int next : graph.successors(index)) {
       if (run.remaining[static_cast<std::size_t>(next)].fetch_sub(1, std::memory_order_acq_rel) ==
           1) {
-        program_.pool().submit([this, &run, next] { run_dag_op(run, next); });
+        submit_op(run, next);
       }
     }
     if (run.unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       run.done.store(true, std::memory_order_release);
       program_.pool().notify_waiters();
     }
+  }
+
+  void submit_op(DagRun& run, int index) {
+    program_.pool().submit([this, &run, index] { run_dag_op(run, index); },
+                           engine_->ops[static_cast<std::size_t>(index)].remaining_us);
   }
 
   void run_dag() {
@@ -162,7 +168,7 @@ class CpuContext final : public detail::BackendContext {
     run.unfinished.store(ops, std::memory_order_relaxed);
     for (int op = 0; op < ops; ++op) {
       if (graph.predecessors(op).empty()) {
-        program_.pool().submit([this, &run, op] { run_dag_op(run, op); });
+        submit_op(run, op);
       }
     }
     // The calling thread works too, until the last op is done.

@@ -5,7 +5,8 @@
 //   t = max(flops / 10 TFLOP/s, bytes / 1 TB/s) + 2 us.
 // The figures only weigh ops against each other, on any backend: the critical ops, those on
 // a longest chain by estimated time, are what the CUDA backend gives the highest priority, and
-// the chain's length is what EngineInfo::critical_path_us reports.
+// the chain's length is what EngineInfo::critical_path_us reports. The CPU DAG scheduler runs
+// ready ops longest remaining chain first (CompiledOp::remaining_us).
 #include <algorithm>
 
 #include "build_steps.hpp"
@@ -65,6 +66,7 @@ void estimate_costs(const Network& net, CompiledEngine& engine) {
     const double through = top[op] + bottom[op] - engine.ops[op].estimated_us;
     // Sums of the same terms in another order may differ in the last bits.
     engine.ops[op].critical = through >= longest * (1 - 1e-12);
+    engine.ops[op].remaining_us = bottom[op];
   }
 }
 

@@ -8,12 +8,18 @@
 // parallel_for splits [0, n) into chunks that are claimed atomically; the caller claims
 // chunks itself and then waits only for chunks other threads are already running, so nested
 // use from inside a task (an op splitting its work while other ops run) cannot deadlock.
+//
+// Queued tasks run highest priority first, in submission order among equals. The DAG
+// scheduler gives an op the estimated time of the longest chain it starts (list scheduling by
+// the cost-weighted critical path); the helpers of a parallel_for inherit the priority of the
+// task that calls it, so an op in progress on the critical path gets idle threads before a
+// branch that can wait, and a branch that cannot wait gets them first.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -49,8 +55,8 @@ class ThreadPool {
   void parallel_for(std::size_t n, std::size_t grain,
                     const std::function<void(std::size_t, std::size_t)>& body);
 
-  // Queues a task. Used by the DAG scheduler.
-  void submit(std::function<void()> task);
+  // Queues a task; higher `priority` runs first. Used by the DAG scheduler.
+  void submit(std::function<void()> task, double priority = 0);
   // Runs one queued task on the calling thread if there is one; returns whether it did.
   bool run_one();
   // Runs queued tasks on the calling thread until done() holds, sleeping when there are none.
@@ -59,14 +65,25 @@ class ThreadPool {
   void notify_waiters();
 
  private:
+  struct Task {
+    double priority = 0;
+    std::uint64_t sequence = 0;  // submission order: first in, first out among equals
+    std::function<void()> run;
+  };
   void worker_loop();
   void stop_workers() noexcept;
+  // Both with mutex_ held.
+  void push(std::function<void()> task, double priority);
+  Task pop();
+  // Runs a popped task with its priority as the calling thread's current one.
+  static void run_task(Task& task);
 
   int size_ = 1;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;
+  std::vector<Task> tasks_;  // a heap: the highest priority, then the oldest, on top
+  std::uint64_t submitted_ = 0;
   // Mirrors tasks_.size() and the stop request so idle threads can spin on them without the
   // lock: at batch 1 an op lasts tens of microseconds, about what a condition-variable
   // wake-up costs, so threads spin briefly before they sleep.

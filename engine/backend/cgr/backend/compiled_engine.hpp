@@ -41,6 +41,9 @@ struct CompiledOp {
   OpCost cost;                      // its layers' work (a decision: its softmax)
   double estimated_us = 0;          // cost on the nominal device (see critical_path.cpp)
   bool critical = false;            // on a longest estimated-time chain of the graph
+  // The longest estimated-time chain this op starts, its own time included: the CPU DAG
+  // scheduler runs ready ops in decreasing order of it (critical-path list scheduling).
+  double remaining_us = 0;
 };
 
 struct EngineValue {

@@ -419,7 +419,8 @@ std::vector<ModeRun> build_runs(const LoadedModel& m, const InputTensors& inputs
                                   .threads = o.threads,
                                   .exits = o.exits,
                                   .threshold = o.threshold,
-                                  .precision = o.precision},
+                                  .precision = o.precision,
+                                  .time_conv_algorithms = o.time_conv_algorithms},
                                  inputs));
   }
   return runs;

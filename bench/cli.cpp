@@ -35,7 +35,8 @@ constexpr const char* kUsage =
     "         [--mode dag|stream-graph|eager|all] [--batch N] [--input-shape [NAME=]1x3x224x224]\n"
     "         [--exits off|all|early] [--exit-output OUTPUT[=SPECULATE_UNTIL]] [--threshold T]\n"
     "         [--max-folded-elements N]\n"
-    "         [--precision fp32|tf32|fp16|bf16] [--threads N] [--warmup-ms 200]\n"
+    "         [--precision fp32|tf32|fp16|bf16] [--conv-algorithms heuristic|timed]\n"
+    "         [--threads N] [--warmup-ms 200]\n"
     "         [--duration-s 3] [--iterations N] [--percentiles 90,95,99]\n"
     "         [--load-input [NAME=]FILE.npy] [--export-output DIR] [--export-weights FILE]\n"
     "         [--export-json FILE]\n"
@@ -86,6 +87,10 @@ Execution
                            cuBLAS), fp16 or bf16 (cpu only for now: the storage rounding
                            emulated - weights, inputs and every op's output rounded, fp32
                            arithmetic - to measure a precision's effect on the outputs)
+  --conv-algorithms A      cuda: heuristic (default: cuDNN's heuristic among implicit-GEMM
+                           algorithms, no runs at build) or timed (cuDNN times the candidates,
+                           Winograd among them, at build and the fastest is kept, like
+                           torch.backends.cudnn.benchmark); cpu: no effect
   --threads N              CPU threads computing, the caller included (default 0: all; at
                            most 4 per hardware thread)
   --warmup-ms MS           untimed runs first, for at least MS milliseconds (default 200, at
@@ -327,7 +332,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose);
   // Every value is read as text and parsed here: strictly, with the range in the message.
   std::string device, mode, batch, input_shape, exits, threshold, threads, warmup, duration,
-      iterations, percentiles, sweep, precision, profile_runs, contexts, max_folded;
+      iterations, percentiles, sweep, precision, profile_runs, contexts, max_folded,
+      conv_algorithms;
   // trtexec's spellings, aliases of the options above (--exportTimes has no other spelling).
   std::string shapes, load_inputs_trt, warmup_trt, duration_trt;
   std::vector<std::string> load_inputs, exit_outputs;
@@ -343,6 +349,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   app.add_option("--threads", threads);
   app.add_option("--max-folded-elements", max_folded);
   app.add_option("--precision", precision);
+  app.add_option("--conv-algorithms", conv_algorithms);
   app.add_option("--warmup-ms", warmup);
   app.add_option("--duration-s", duration);
   app.add_option("--iterations", iterations);
@@ -434,6 +441,12 @@ std::optional<Options> parse_options(int argc, char** argv) {
       throw UsageError("--precision: '" + precision + "' is not fp32, tf32, fp16 or bf16");
     }
     o.precision = parse_precision(precision);
+  }
+  if (given("--conv-algorithms")) {
+    if (conv_algorithms != "heuristic" && conv_algorithms != "timed") {
+      throw UsageError("--conv-algorithms: '" + conv_algorithms + "' is not heuristic or timed");
+    }
+    o.time_conv_algorithms = conv_algorithms == "timed";
   }
   // 0 threads: one per hardware thread.
   if (given("--threads")) o.threads = number_in("--threads", threads, 0, ThreadPool::max_threads());

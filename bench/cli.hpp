@@ -52,6 +52,7 @@ struct Options {
   bool exits_given = false;  // --exits or --threshold: a usage error on a model without heads
   float threshold = 0.9f;
   Precision precision = Precision::fp32;
+  bool time_conv_algorithms = false;  // --conv-algorithms timed (EngineOptions)
   int threads = 0;  // 0: one per hardware thread
   std::int64_t max_folded_elements = 0;  // ONNX import; 0: OnnxImportOptions' default
   double warmup_ms = 200;

@@ -455,6 +455,12 @@ time_model resnet18-exits-early-1 --model resnet18-exits --exits early --thresho
 # Precision: tf32 (cuDNN / cuBLAS tensor cores) beside the fp32 runs above; fp16 and bf16 are
 # CPU-emulated only for now (the cuda device refuses them at build).
 for m in resnet18 googlenet; do time_model "$m-tf32" --model "$m" --precision tf32; done
+# cuDNN's algorithms timed at build (EngineOptions::time_conv_algorithms) against the heuristic
+# runs above: ResNet-18's fp32 convs ran on FMA implicit-GEMM kernels at 1.18 ms (2026-12-04).
+for m in resnet18 googlenet; do
+  time_model "$m-timed" --model "$m" --conv-algorithms timed
+  time_model "$m-tf32-timed" --model "$m" --precision tf32 --conv-algorithms timed
+done
 note "  fp16, bf16: not on the GPU yet (EngineOptions::precision refuses them on cuda)"
 for m in two-branch inception resnet18-exits; do
   exits=()

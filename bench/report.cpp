@@ -89,6 +89,8 @@ void print_model_and_device(const ModelFacts& model, const DeviceInfo& device,
     fmt::print("precision      {}{}\n", to_string(options.precision),
                device.device == Device::cpu ? " (cpu: its storage rounding emulated)" : "");
   }
+  if (options.time_conv_algorithms && device.device == Device::cuda)
+    fmt::print("conv algos     timed at build (cuDNN's fastest candidates)\n");
   if (device.device == Device::cpu) {
     fmt::print("device         cpu: {}, {} hardware threads, engine computes on {}\n", device.name,
                device.hardware_threads, device.threads);
@@ -403,6 +405,7 @@ nlohmann::json report_json(const ModelFacts& model, const DeviceInfo& device,
       {"iterations", options.iterations > 0 ? json(options.iterations) : json(nullptr)},
       {"percentiles", options.percentiles},
       {"precision", to_string(options.precision)},
+      {"conv_algorithms", options.time_conv_algorithms ? "timed" : "heuristic"},
       {"exits", model.exits.empty() ? json(nullptr) : json(to_string(options.exits))},
       {"exit_heads", model.exits},
       {"threshold", model.exits.empty()

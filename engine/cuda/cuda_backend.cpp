@@ -67,7 +67,8 @@ class CudaBackend final : public detail::Backend {
         fail("{} '{}': no CUDA implementation of layer kind '{}'", op.layer->label(),
              op.layer->name(), op.layer->kind());
       }
-      ops.push_back((*factory)(GpuOpBuild{op, engine.options.allow_tf32, cudnn}));
+      ops.push_back((*factory)(
+          GpuOpBuild{op, engine.options.allow_tf32, cudnn, engine.options.time_conv_algorithms}));
     }
     auto program = std::make_unique<CudaProgram>(std::move(ops));
     // The ops uploaded their weights and the program its zeros on the legacy default stream;

@@ -20,6 +20,7 @@ class DeviceFloats {
   DeviceFloats& operator=(const DeviceFloats&) = delete;
 
   const float* get() const { return data_; }
+  float* get() { return data_; }  // scratch the owner writes (e.g. algorithm timing buffers)
   std::size_t size() const { return size_; }
 
  private:

@@ -95,6 +95,7 @@ struct GpuOpBuild {
   const LayerOp& op;
   bool allow_tf32 = false;
   cudnnHandle_t cudnn = nullptr;  // for algorithm selection, outside any capture
+  bool time_algorithms = false;   // EngineOptions::time_conv_algorithms
 };
 
 using GpuOpFactory = std::function<std::unique_ptr<GpuOp>(const GpuOpBuild&)>;

@@ -536,6 +536,7 @@ TEST_CASE("cgr-bench: --precision is reported and in the JSON, and changes the o
         std::string::npos);
   const json j = load_json(report);
   CHECK(j["settings"]["precision"] == "fp16");
+  CHECK(j["settings"]["conv_algorithms"] == "heuristic");
   CHECK(j["graph"]["cuda_plan"]["dag"]["nodes"].get<int>() > 0);
   REQUIRE(bench(kSmall + " --mode dag --iterations 10 --export-output " + quoted(fp32), "fp32")
               .status == 0);
@@ -564,6 +565,7 @@ TEST_CASE("cgr-bench: bad arguments exit 2 with the usage line") {
       "--model two-branch --device cpu --exits early",     // no exit heads
       "--model two-branch --device cpu --threshold 0.5",
       "--model two-branch --precision half",
+      "--model two-branch --conv-algorithms fastest",
       "--model two-branch --profile-runs 5",  // nothing to profile
       "--model two-branch --dump-profile --profile-runs 0",
       "--model two-branch --dump-profile --sweep-size 8",

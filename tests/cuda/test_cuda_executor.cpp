@@ -407,4 +407,30 @@ TEST_CASE("CUDA precision: tf32 on tensor cores within TF32's error, fp16 and bf
   }
 }
 
+TEST_CASE("CUDA timed conv algorithms: every mode matches the CPU, fp32 and tf32" *
+          doctest::skip(no_device)) {
+  // cuDNN times its candidates (Winograd among them) at build; whichever wins, the results
+  // stay within the bars of the heuristic's choice, and replays agree bit for bit.
+  const Network net = models::resnet18(1, 64, 10);
+  const Weights w = models::random_weights(net, 11);
+  const auto x = test::random_vector(3 * 64 * 64, 12);
+  const auto reference = cpu_reference(net, w, "image", x, "logits");
+  for (const Precision precision : {Precision::fp32, Precision::tf32}) {
+    CAPTURE(to_string(precision));
+    for (Mode mode : kCudaModes) {
+      CAPTURE(to_string(mode));
+      const Engine engine = Engine::build(net, w,
+                                          {.device = Device::cuda,
+                                           .mode = mode,
+                                           .precision = precision,
+                                           .time_conv_algorithms = true});
+      CHECK(engine.options().time_conv_algorithms);
+      ExecutionContext ctx = engine.create_context();
+      const auto y = ctx.infer({{"image", x}}).output("logits").to_vector();
+      CHECK(test::relative_error(y, reference) < (precision == Precision::fp32 ? 1e-4 : 1e-2));
+      CHECK(ctx.infer({{"image", x}}).output("logits").to_vector() == y);
+    }
+  }
+}
+
 TEST_SUITE_END();

@@ -7,7 +7,9 @@
 // legacy API is deprecated in cuDNN 9 but works and is captured by the major frameworks; it stays
 // behind this one op so the backend API can replace it.
 //
-// Descriptors, algorithm and workspace size are fixed when the op is made; enqueue() only
+// Descriptors, algorithm and workspace size are fixed when the op is made (the algorithm by
+// cuDNN's heuristic, or by timing the candidates on the device when the engine asks for it);
+// enqueue() only
 // binds the stream and issues the call, so it can be captured. cuDNN's legacy API pads
 // symmetrically: an asymmetric padding is applied by cgr's pad kernel (pad2d.cu) into the op's
 // workspace first, and the convolution then runs unpadded.
@@ -32,6 +34,27 @@ using FilterDescriptor = CudnnFilterDescriptor;
 using ConvDescriptor = CudnnConvolutionDescriptor;
 using ActivationDescriptor =
     CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+
+// The most workspace a timed algorithm may take (per op; the memory plan reuses workspaces
+// across ops that do not overlap): Winograd's nonfused variant needs a few MiB at batch 1.
+constexpr std::size_t kTimedWorkspaceLimitBytes = std::size_t{64} << 20;
+
+bool gemm_algorithm(cudnnConvolutionFwdAlgo_t algo) {
+  return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+         algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+}
+
+// FFT rounds far from a direct convolution and its workspaces run to hundreds of MiB.
+bool timed_candidate(cudnnConvolutionFwdAlgo_t algo) {
+  return gemm_algorithm(algo) || algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
+// fp32 keeps FMA math; tensor-op math only where TF32 is allowed.
+bool math_allowed(cudnnMathType_t math, bool allow_tf32) {
+  return allow_tf32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
+}
 
 int to_int(std::int64_t value, const Conv2d& conv) {
   if (value < 0 || value > (std::int64_t{1} << 31) - 1) {
@@ -101,24 +124,23 @@ class CudnnConvOp final : public GpuOp {
         activation_.handle, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
         CUDNN_PROPAGATE_NAN, 0.0));
 
-    // The fused call accepts IDENTITY only with IMPLICIT_PRECOMP_GEMM; with ReLU take
-    // cuDNN's heuristic choice (no timing runs: the engine may be built under load) among the
-    // GEMM algorithms: FFT and Winograd round differently from a direct convolution and FFT's
-    // workspaces run to hundreds of MiB, one per op.
+    weight_ = std::make_unique<DeviceFloats>(op.folded_weight);
+    // The fused call accepts IDENTITY only with IMPLICIT_PRECOMP_GEMM. With ReLU: by default
+    // cuDNN's heuristic choice among the GEMM algorithms (no runs on the device: the engine may
+    // be built under load; Winograd and FFT round differently from a direct convolution);
+    // when the engine asks, the fastest of the candidates cuDNN times here.
     algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-    if (relu) {
+    if (relu && options.time_algorithms) {
+      algorithm_ = fastest_algorithm(options, g.batch * g.in_channels * conv_h * conv_w);
+    } else if (relu) {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
       CGR_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
           options.cudnn, x_.handle, w_.handle, conv_.handle, y_.handle,
           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
       for (int k = 0; k < returned; ++k) {
-        const bool gemm = perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
-                          perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
-                          perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
-        if (perf[k].status == CUDNN_STATUS_SUCCESS && gemm &&
-            (options.allow_tf32 || perf[k].mathType == CUDNN_FMA_MATH ||
-             perf[k].mathType == CUDNN_DEFAULT_MATH)) {
+        if (perf[k].status == CUDNN_STATUS_SUCCESS && gemm_algorithm(perf[k].algo) &&
+            math_allowed(perf[k].mathType, options.allow_tf32)) {
           algorithm_ = perf[k].algo;
           break;
         }
@@ -136,7 +158,6 @@ class CudnnConvOp final : public GpuOp {
                                           Shape{planes, op.epilogue.gated_plane}, Shape{planes, 1});
     }
 
-    weight_ = std::make_unique<DeviceFloats>(op.folded_weight);
     // The fused call needs a bias: zeros when the conv has none and no BatchNorm was folded.
     std::vector<float> full_bias(op.folded_bias.begin(), op.folded_bias.end());
     full_bias.resize(static_cast<std::size_t>(g.out_channels), 0.0f);
@@ -182,6 +203,32 @@ class CudnnConvOp final : public GpuOp {
   }
 
  private:
+  // cudnnFindConvolutionForwardAlgorithmEx on zeroed input and output buffers of the op's
+  // shapes and its real weights: cuDNN runs every algorithm and lists them fastest first. The
+  // first candidate that ran within the workspace limit wins; the heuristic's default when
+  // none did.
+  cudnnConvolutionFwdAlgo_t fastest_algorithm(const GpuOpBuild& options,
+                                              std::int64_t input_elements) const {
+    DeviceFloats x(static_cast<std::size_t>(input_elements));
+    DeviceFloats y(output_bytes_ / sizeof(float));
+    DeviceFloats workspace(kTimedWorkspaceLimitBytes / sizeof(float));
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    CGR_CUDNN_CHECK(cudnnSetStream(options.cudnn, nullptr));
+    CGR_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        options.cudnn, x_.handle, x.get(), w_.handle, weight_->get(), conv_.handle, y_.handle,
+        y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, workspace.get(),
+        kTimedWorkspaceLimitBytes));
+    for (int k = 0; k < returned; ++k) {
+      if (perf[k].status == CUDNN_STATUS_SUCCESS && timed_candidate(perf[k].algo) &&
+          perf[k].memory <= kTimedWorkspaceLimitBytes &&
+          math_allowed(perf[k].mathType, options.allow_tf32)) {
+        return perf[k].algo;
+      }
+    }
+    return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  }
+
   bool residual_;
   math::Activation activation_after_;             // applied by cgr's kernel: cuDNN fuses ReLU only
   std::size_t gate_offset_ = 0, gate_bytes_ = 0;  // squeeze-excitation gate in the workspace

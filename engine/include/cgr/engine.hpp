@@ -70,6 +70,12 @@ struct EngineOptions {
   // mantissa: an upper bound on the GPU's TF32 error, where only conv and GEMM operands round.
   Precision precision = Precision::fp32;
   bool allow_tf32 = false;  // the same as precision tf32 (kept for existing callers)
+  // cuda: how each convolution's cuDNN algorithm is chosen. false: cuDNN's heuristic among the
+  // implicit-GEMM algorithms (no runs at build). true: cuDNN runs the candidates on the device
+  // at build and the fastest is kept (torch.backends.cudnn.benchmark, TensorRT's tactic
+  // timing): Winograd joins them, so results move within fp32 rounding of the heuristic's;
+  // the build takes longer and the choice depends on the load then. The cpu ignores it.
+  bool time_conv_algorithms = false;
   // The most memory one context's activation arena plus the weights may take; building a
   // larger engine is an Error, before anything that size is allocated. 0: the device's memory
   // (CPU: physical memory; CUDA: the GPU's).

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -132,12 +133,37 @@ std::vector<double> reference_conv(const ConvGeometry& g, const std::vector<floa
   return out;
 }
 
-void check_close(const std::vector<float>& got, const std::vector<double>& expected) {
+// Sets an environment variable for a scope (the kernels read their switches when made), and
+// restores it however the scope ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) previous_ = old;
+    REQUIRE(setenv(name, value, 1) == 0);
+  }
+  ~ScopedEnv() {
+    if (previous_) {
+      setenv(name_, previous_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> previous_;
+};
+
+// Within `relative` of the largest expected magnitude.
+void check_close(const std::vector<float>& got, const std::vector<double>& expected,
+                 double relative = 1e-5) {
   REQUIRE(got.size() == expected.size());
   double scale = 0.0;
   for (double v : expected)
     scale = std::max(scale, std::abs(v));
-  const double tolerance = 1e-5 * std::max(scale, 1e-3);
+  const double tolerance = relative * std::max(scale, 1e-3);
   double worst = 0.0;
   std::size_t worst_index = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -404,10 +430,13 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
   cgr::ThreadPool pool2(2);
   cgr::ThreadPool pool3(3);
   // Convs larger than 1x1 run on NHWC inside oneDNN, or with CGR_ONEDNN_NHWC=0 on nChw16c:
-  // both layouts, every shape.
-  for (const char* nhwc : {"1", "0"}) {
-    REQUIRE(setenv("CGR_ONEDNN_NHWC", nhwc, 1) == 0);
-    INFO("CGR_ONEDNN_NHWC=" << nhwc);
+  // both layouts, every shape; the dense 3x3 stride-1 ones on Winograd, and direct with
+  // CGR_ONEDNN_WINOGRAD=0.
+  for (const auto& [nhwc, winograd] :
+       std::vector<std::pair<const char*, const char*>>{{"1", "1"}, {"0", "1"}, {"1", "0"}}) {
+    const ScopedEnv nhwc_env("CGR_ONEDNN_NHWC", nhwc);
+    const ScopedEnv winograd_env("CGR_ONEDNN_WINOGRAD", winograd);
+    INFO("CGR_ONEDNN_NHWC=" << nhwc << " CGR_ONEDNN_WINOGRAD=" << winograd);
     std::uint32_t seed = 700;
     for (const ConvGeometry& g : shapes) {
       const auto input = random_values(input_size(g), seed++);
@@ -419,6 +448,11 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
                    << g.in_w << ", kernel " << g.kernel_h << ", stride " << g.stride_h);
       REQUIRE(conv.uses_onednn() == expect_onednn);
       if (!expect_onednn) continue;
+      // oneDNN's Winograd kernel takes the 3x3 stride-1 convs with 16 channels or more.
+      const bool dense_3x3 = g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 &&
+                             g.stride_w == 1 && g.dilation_h == 1 && g.in_channels >= 16;
+      CHECK(conv.uses_winograd() == (dense_3x3 && std::string_view(winograd) == "1"));
+      const double tolerance = conv.uses_winograd() ? 1e-4 : 1e-5;
       const ConvKernelCpu no_bias(g, weight, {});
       for (std::size_t a = 0; a < activations.size(); ++a) {
         const bool with_bias = a != 0;
@@ -428,13 +462,13 @@ TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, sam
         const auto serial = run_conv(kernel, input, res, activations[a], nullptr);
         check_close(serial,
                     reference_conv(g, input, weight, with_bias ? bias : std::vector<float>{}, res,
-                                   activations[a]));
+                                   activations[a]),
+                    tolerance);
         CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool2)));
         CHECK(same_bits(serial, run_conv(kernel, input, res, activations[a], &pool3)));
       }
     }
   }
-  unsetenv("CGR_ONEDNN_NHWC");
   // 1x1 convs with little work per transposed float (here 16) stay with cgr's GEMM, and so
   // does every conv under another micro-kernel (the override) or with CGR_ONEDNN=0.
   const ConvGeometry pointwise = finish(make_geometry(1, 32, 8, 8, 32, 1, 1, 1, 0));
@@ -489,6 +523,8 @@ TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path'
     MESSAGE("skipped: no oneDNN in this build, or no AVX-512 on this CPU");
     return;
   }
+  // The direct kernels (Winograd runs on nChw16c only: no NHWC value).
+  const ScopedEnv direct("CGR_ONEDNN_WINOGRAD", "0");
   // Two-group's 32->32 at 56x56 (sliced by channels for the threads, made again over whole
   // channels for an NHWC output); 16 channels at 64x64, batch 2 (one slice of channels
   // already); channels that are not multiples of 16 with stride 2, a 5x5 kernel and asymmetric
@@ -690,6 +726,13 @@ TEST_CASE("CPU layout plan: channels-last values only between ops that take them
           (expect_onednn && std::string_view(plan) == "1" ? 1 : 0));
     return engine.create_context().infer({{"x", image}});
   };
+  {
+    // With Winograd (nChw16c) the 3x3 convs give the plan no NHWC value.
+    const ScopedEnv winograd("CGR_ONEDNN_WINOGRAD", "1");
+    CHECK(Engine::build(net, weights, {.threads = 2}).info().channels_last_values == 0);
+  }
+  // The direct kernels' NHWC paths from here on.
+  const ScopedEnv direct("CGR_ONEDNN_WINOGRAD", "0");
   const Result nchw = infer({.threads = 2}, "0");
   for (const EngineOptions& options :
        {EngineOptions{.threads = 2}, EngineOptions{.mode = Mode::eager, .threads = 1},

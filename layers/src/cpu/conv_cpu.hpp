@@ -36,6 +36,10 @@ class ConvKernelCpu {
   // Whether oneDNN computes this convolution (conv_onednn.hpp). Its bits then differ from
   // cgr's own kernels' (another order of the sums), though not between thread counts.
   bool uses_onednn() const { return onednn_ != nullptr; }
+  // Whether that is oneDNN's Winograd algorithm (a dense 3x3 stride-1 conv): its transforms
+  // round differently, up to about 1e-4 of the output's magnitude where a direct sum stays
+  // within 1e-5.
+  bool uses_winograd() const { return onednn_ != nullptr && onednn_->winograd(); }
   // Whether the input and output can be NHWC values (OneDnnConv::channels_last, a depthwise
   // conv's channel lanes), whether a residual can then be NHWC too (oneDNN's), and the choice,
   // made before the first run (the CPU layout plan, Layer::make_cpu_kernel's caller).

@@ -35,7 +35,8 @@ class OneDnnConv {
   OneDnnConv(const OneDnnConv&) = delete;
   OneDnnConv& operator=(const OneDnnConv&) = delete;
 
-  // Scratch one run needs: the NHWC input slices and the results.
+  // Scratch one run needs: the NHWC input slices and the results. (oneDNN's scratchpads are
+  // each thread's lanes::ThreadScratch.)
   std::size_t workspace_bytes() const;
 
   // Whether the primitives run on NHWC (channels-last) data: then the input can be an NHWC
@@ -46,6 +47,8 @@ class OneDnnConv {
   // an NHWC output from two threads, took ResNet-18's 128->128 convs 1.18x the time of the
   // transpose to NCHW.)
   bool channels_last() const;
+  // Whether the primitives run oneDNN's Winograd algorithm (on nChw16c; see conv_onednn.cpp).
+  bool winograd() const;
   bool channels_last_output() const;
   // Called before the first run: the input is NHWC (not NCHW); the output is written NHWC,
   // and run's residual is then NHWC too. Only where channels_last() / channels_last_output().
@@ -60,10 +63,11 @@ class OneDnnConv {
   struct Impl;
   explicit OneDnnConv(std::unique_ptr<Impl> impl);
   // whole_channels: tasks are row slices over all output channels (an NHWC output); nhwc: the
-  // primitives run on NHWC, 1x1 convs too (those otherwise run on nChw16c).
+  // primitives run on NHWC, 1x1 convs too (those otherwise run on nChw16c); winograd: oneDNN's
+  // Winograd algorithm on nChw16c (null where it has none for the geometry).
   static std::unique_ptr<Impl> make_impl(const Conv2dGeometry& geometry,
                                          std::span<const float> weight, std::span<const float> bias,
-                                         bool whole_channels, bool nhwc);
+                                         bool whole_channels, bool nhwc, bool winograd);
   std::unique_ptr<Impl> impl_;
 };
 

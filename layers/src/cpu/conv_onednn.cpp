@@ -228,6 +228,11 @@ struct OneDnnConv::Impl {
   };
   Variant variants[2][2];
   std::vector<memory> weights[2];  // [row variant][oc slice], in the variants' format
+  // Their storage: 2 MiB aligned with huge pages advised (gemm::PackedBuffer), since every run
+  // streams them from memory. In oneDNN's own allocations, Winograd's transformed weights made
+  // about every second process's ResNet-18 1.3x as slow at two threads (cgr-bench --mode all:
+  // 18.8 against 14.3 ms); in these, 12 processes of 12 ran at 14.0-14.5.
+  std::vector<gemm::PackedBuffer> weight_storage;
   std::vector<float> bias;
   std::vector<memory> bias_slices;  // per oc slice over `bias`, built once (empty: no bias)
 
@@ -409,7 +414,8 @@ std::unique_ptr<OneDnnConv::Impl> OneDnnConv::make_impl(const Conv2dGeometry& g,
         const memory::desc plain({d.oc_of(o), g.in_channels, g.kernel_h, g.kernel_w},
                                  memory::data_type::f32, memory::format_tag::oihw);
         memory user(plain, engine, const_cast<float*>(weight.data() + o * d.oc * k));
-        memory packed(wanted, engine);
+        d.weight_storage.emplace_back(wanted.get_size() / sizeof(float) + 1);
+        memory packed(wanted, engine, d.weight_storage.back().data());
         dnnl::reorder(user, packed).execute(stream, user, packed);
         set[static_cast<std::size_t>(o)] = packed;
       }

@@ -35,6 +35,14 @@ std::vector<float> cpu_reference(const Network& net, const Weights& w, const std
   return cpu.create_context().infer({{input, x}}).output(output).to_vector();
 }
 
+// ResNet-18 at 64x64 with 10 classes, seeded weights and input, and the CPU's logits.
+struct SmallResNet {
+  Network net = models::resnet18(1, 64, 10);
+  Weights w = models::random_weights(net, 11);
+  std::vector<float> x = test::random_vector(3 * 64 * 64, 12);
+  std::vector<float> reference = cpu_reference(net, w, "image", x, "logits");
+};
+
 }  // namespace
 
 TEST_SUITE_BEGIN("executor");
@@ -385,10 +393,8 @@ TEST_SUITE_BEGIN("executor");
 
 TEST_CASE("CUDA precision: tf32 on tensor cores within TF32's error, fp16 and bf16 refused by name" *
           doctest::skip(no_device)) {
-  const Network net = models::resnet18(1, 64, 10);
-  const Weights w = models::random_weights(net, 11);
-  const auto x = test::random_vector(3 * 64 * 64, 12);
-  const auto reference = cpu_reference(net, w, "image", x, "logits");
+  const SmallResNet r;
+  const auto& [net, w, x, reference] = r;
   for (Mode mode : kCudaModes) {
     CAPTURE(to_string(mode));
     const Engine tf32 =
@@ -411,10 +417,8 @@ TEST_CASE("CUDA timed conv algorithms: every mode matches the CPU, fp32 and tf32
           doctest::skip(no_device)) {
   // cuDNN times its candidates (Winograd among them) at build; whichever wins, the results
   // stay within the bars of the heuristic's choice, and replays agree bit for bit.
-  const Network net = models::resnet18(1, 64, 10);
-  const Weights w = models::random_weights(net, 11);
-  const auto x = test::random_vector(3 * 64 * 64, 12);
-  const auto reference = cpu_reference(net, w, "image", x, "logits");
+  const SmallResNet r;
+  const auto& [net, w, x, reference] = r;
   for (const Precision precision : {Precision::fp32, Precision::tf32}) {
     CAPTURE(to_string(precision));
     for (Mode mode : kCudaModes) {

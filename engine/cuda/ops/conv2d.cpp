@@ -9,9 +9,8 @@
 //
 // Descriptors, algorithm and workspace size are fixed when the op is made (the algorithm by
 // cuDNN's heuristic, or by timing the candidates on the device when the engine asks for it);
-// enqueue() only
-// binds the stream and issues the call, so it can be captured. cuDNN's legacy API pads
-// symmetrically: an asymmetric padding is applied by cgr's pad kernel (pad2d.cu) into the op's
+// enqueue() only binds the stream and issues the call, so it can be captured. cuDNN's legacy API
+// pads symmetrically: an asymmetric padding is applied by cgr's pad kernel (pad2d.cu) into the op's
 // workspace first, and the convolution then runs unpadded.
 #include <memory>
 #include <vector>

@@ -109,10 +109,15 @@ constexpr std::int64_t kSmallMapPoints = 256;
 // Floats one input-copy task should at least write.
 constexpr std::int64_t kCopyTaskFloats = std::int64_t{1} << 16;
 
-// CGR_ONEDNN_NHWC unset or anything but "0" (see the top of this file).
-bool nhwc_enabled() {
-  const char* env = std::getenv("CGR_ONEDNN_NHWC");
+// A comparison switch (CGR_ONEDNN, CGR_ONEDNN_NHWC, CGR_ONEDNN_WINOGRAD): on unless set to "0".
+bool switch_on(const char* name) {
+  const char* env = std::getenv(name);
   return env == nullptr || std::string_view(env) != "0";
+}
+
+// See the top of this file.
+bool nhwc_enabled() {
+  return switch_on("CGR_ONEDNN_NHWC");
 }
 
 // Winograd F(4x4, 3x3) for dense 3x3 stride-1 convs: CGR_ONEDNN_WINOGRAD unset or anything
@@ -122,8 +127,7 @@ bool winograd_wanted(const Conv2dGeometry& g) {
       g.dilation_h != 1 || g.dilation_w != 1 || g.in_channels < kLanes) {
     return false;
   }
-  const char* env = std::getenv("CGR_ONEDNN_WINOGRAD");
-  return env == nullptr || std::string_view(env) != "0";
+  return switch_on("CGR_ONEDNN_WINOGRAD");
 }
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) {
@@ -272,8 +276,7 @@ bool OneDnnConv::wanted(const Conv2dGeometry& g) {
     if (g.in_channels * g.out_channels < needed * (g.in_channels + g.out_channels)) return false;
   }
   if (std::string_view(gemm::best_kernel().name) != "avx512") return false;
-  const char* env = std::getenv("CGR_ONEDNN");
-  return env == nullptr || std::string_view(env) != "0";
+  return switch_on("CGR_ONEDNN");
 }
 
 std::unique_ptr<OneDnnConv> OneDnnConv::make(const Conv2dGeometry& g, std::span<const float> weight,

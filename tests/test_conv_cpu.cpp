@@ -659,10 +659,22 @@ TEST_CASE("conv cpu: depthwise convs in channel lanes read and write NHWC with t
     MESSAGE("skipped: no AVX-512 GEMM kernel on this CPU (the channel-lane path's condition)");
     return;
   }
-  // The same fma chain per output whatever the layout, so the same bits as the NCHW path:
-  // MobileNet's 3x3 stride 2, channels no multiple of 16 with a 5x5 kernel, batch 2.
+  // The same fma chain per output whatever the layout, so the same bits as the NCHW path.
+  // Whole blocks of 16 channels read an NHWC input in place (a zero vector for a tap in the
+  // padding): MobileNet's 3x3 stride 2; stride 1 on an odd width (runs of 8, 2 and 1 outputs);
+  // a padding wider than the kernel's reach (whole rows and columns of taps outside); a
+  // dilated 3x3 and a 5x5 (the general taps); asymmetric padding. Channels no multiple of 16
+  // are copied into lanes: a 5x5 kernel, batch 2. NaN and Inf in the input.
+  auto asymmetric = make_geometry(1, 32, 10, 11, 32, 3, 3, 2, 0, 1, 32);
+  asymmetric.pad_top = 2;
+  asymmetric.pad_right = 1;
   const std::vector<ConvGeometry> shapes = {
       finish(make_geometry(1, 96, 28, 28, 96, 3, 3, 2, 1, 1, 96)),
+      finish(make_geometry(1, 32, 17, 19, 32, 3, 3, 1, 1, 1, 32)),
+      finish(make_geometry(2, 16, 6, 7, 16, 3, 3, 1, 3, 1, 16)),
+      finish(make_geometry(1, 48, 13, 12, 48, 3, 3, 1, 2, 2, 48)),
+      finish(make_geometry(1, 32, 9, 15, 32, 5, 5, 2, 2, 1, 32)),
+      finish(asymmetric),
       finish(make_geometry(2, 40, 13, 9, 40, 5, 5, 1, 2, 1, 40)),
   };
   const cgr::math::Activation sigmoid{.kind = cgr::math::ActivationKind::unary,
@@ -674,7 +686,9 @@ TEST_CASE("conv cpu: depthwise convs in channel lanes read and write NHWC with t
   for (const ConvGeometry& g : shapes) {
     INFO(g.batch << "x" << g.in_channels << " at " << g.in_h << "x" << g.in_w << ", kernel "
                  << g.kernel_h << ", stride " << g.stride_h);
-    const auto input = random_values(input_size(g), seed++);
+    auto input = random_values(input_size(g), seed++);
+    input[3] = std::numeric_limits<float>::quiet_NaN();
+    input[input.size() / 2] = std::numeric_limits<float>::infinity();
     const auto weight = random_values(weight_size(g), seed++);
     const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
     const auto nhwc_input = transpose_images(input, g.batch, g.in_channels, g.in_h * g.in_w, true);
@@ -699,6 +713,85 @@ TEST_CASE("conv cpu: depthwise convs in channel lanes read and write NHWC with t
       }
     }
   }
+}
+
+TEST_CASE("conv cpu: 1x1 convs on cgr's GEMM read and write NHWC with the NCHW path's bits") {
+  if (std::string_view(gemm::best_kernel().name) != "avx512") {
+    MESSAGE("skipped: no AVX-512 GEMM kernel on this CPU (the channels-last path's condition)");
+    return;
+  }
+  // 1x1 convs too small for oneDNN (few multiply-adds per float moved) run on cgr's GEMM with
+  // the points as rows next to NHWC values: each output the same fma chain over the input
+  // channels as on the NCHW path, so the same bits. MobileNet's 16->96 (8 x 32 tiles), 32->16
+  // and 144->24 (16 x 16 tiles), 24->144; K over two passes (320 channels); a point count no
+  // multiple of the tile's rows (the last strip packed); batch 2. NaN and Inf in the input.
+  const std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(1, 16, 28, 28, 96, 1, 1, 1, 0)),
+      finish(make_geometry(1, 32, 23, 21, 16, 1, 1, 1, 0)),
+      finish(make_geometry(2, 144, 9, 11, 24, 1, 1, 1, 0)),
+      finish(make_geometry(1, 24, 14, 14, 144, 1, 1, 1, 0)),
+      finish(make_geometry(1, 320, 10, 10, 24, 1, 1, 1, 0)),
+  };
+  const cgr::math::Activation sigmoid{.kind = cgr::math::ActivationKind::unary,
+                                      .unary = cgr::math::UnaryOp::sigmoid};
+  const cgr::math::Activation clip{
+      .kind = cgr::math::ActivationKind::clip, .alpha = 0.0f, .beta = 6.0f};
+  cgr::ThreadPool pool2(2);
+  cgr::ThreadPool pool3(3);
+  std::uint32_t seed = 2000;
+  for (const ConvGeometry& g : shapes) {
+    INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
+                 << g.in_w);
+    auto input = random_values(input_size(g), seed++);
+    input[5] = std::numeric_limits<float>::quiet_NaN();
+    input[input.size() / 3] = -std::numeric_limits<float>::infinity();
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    const auto nhwc_input = transpose_images(input, g.batch, g.in_channels, g.in_h * g.in_w, true);
+    const auto nhwc_residual =
+        transpose_images(residual, g.batch, g.out_channels, g.out_h * g.out_w, true);
+    for (const bool with_bias : {true, false}) {
+      const std::span<const float> b =
+          with_bias ? std::span<const float>(bias) : std::span<const float>();
+      const ConvKernelCpu nchw(g, weight, b);
+      REQUIRE_FALSE(nchw.uses_onednn());
+      CHECK(nchw.channels_last_input());
+      CHECK(nchw.channels_last_output());
+      CHECK(nchw.channels_last_residual());
+      for (const auto& [in_nhwc, out_nhwc] :
+           std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
+        INFO("bias " << with_bias << ", NHWC input " << in_nhwc << ", NHWC output " << out_nhwc);
+        ConvKernelCpu kernel(g, weight, b);
+        kernel.set_channels_last(in_nhwc, out_nhwc);
+        for (const auto& activation : {clip, sigmoid, kNoActivation}) {
+          for (const bool with_residual : {false, true}) {
+            INFO("residual " << with_residual);
+            const auto expected = run_conv(nchw, input, with_residual ? residual.data() : nullptr,
+                                           activation, nullptr);
+            const float* res = !with_residual ? nullptr
+                               : out_nhwc     ? nhwc_residual.data()
+                                              : residual.data();
+            for (cgr::ThreadPool* pool : {static_cast<cgr::ThreadPool*>(nullptr), &pool2, &pool3}) {
+              auto got = run_conv(kernel, in_nhwc ? nhwc_input : input, res, activation, pool);
+              if (out_nhwc)
+                got = transpose_images(got, g.batch, g.out_channels, g.out_h * g.out_w, false);
+              CHECK(same_bits(got, expected));
+            }
+          }
+        }
+      }
+    }
+  }
+  // Under the tests' kernel override (no AVX-512 GEMM) a 1x1 conv stays on NCHW values.
+  const ConvGeometry g = finish(make_geometry(1, 16, 8, 8, 24, 1, 1, 1, 0));
+  gemm::set_kernel_override(gemm::supported_kernels().back());
+  ConvKernelCpu generic(g, random_values(weight_size(g), 1), {});
+  gemm::set_kernel_override(nullptr);
+  CHECK_FALSE(generic.channels_last_input());
+  CHECK_FALSE(generic.channels_last_output());
+  CHECK_THROWS_WITH_AS(generic.set_channels_last(true, false),
+                       doctest::Contains("NCHW values only"), cgr::Error);
 }
 
 TEST_CASE("CPU layout plan: channels-last values only between ops that take them, same bits") {

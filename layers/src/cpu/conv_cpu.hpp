@@ -43,20 +43,19 @@ class ConvKernelCpu {
   // Whether the input and output can be NHWC values (OneDnnConv::channels_last, a depthwise
   // conv's channel lanes), whether a residual can then be NHWC too (oneDNN's), and the choice,
   // made before the first run (the CPU layout plan, Layer::make_cpu_kernel's caller).
+  // A 1x1 conv on cgr's GEMM takes NHWC values too (pointwise_rows_).
   bool channels_last_input() const {
-    return onednn_ != nullptr ? onednn_->channels_last()
-                              : depthwise_ != nullptr && depthwise_->channel_lanes();
+    return onednn_ != nullptr      ? onednn_->channels_last()
+           : depthwise_ != nullptr ? depthwise_->channel_lanes()
+                                   : pointwise_rows_ != nullptr;
   }
   bool channels_last_output() const {
-    return onednn_ != nullptr ? onednn_->channels_last_output()
-                              : depthwise_ != nullptr && depthwise_->channel_lanes();
+    return onednn_ != nullptr      ? onednn_->channels_last_output()
+           : depthwise_ != nullptr ? depthwise_->channel_lanes()
+                                   : pointwise_rows_ != nullptr;
   }
-  bool channels_last_residual() const { return onednn_ != nullptr; }
-  void set_channels_last(bool input, bool output) {
-    if (onednn_ != nullptr) return onednn_->set_channels_last(input, output);
-    if (depthwise_ != nullptr) return depthwise_->set_channels_last(input, output);
-    if (input || output) fail("conv: cgr's GEMM computes this convolution on NCHW values only");
-  }
+  bool channels_last_residual() const { return onednn_ != nullptr || pointwise_rows_ != nullptr; }
+  void set_channels_last(bool input, bool output);
 
   // Bytes of scratch one run needs (the im2col panel); the caller provides it (the memory
   // plan owns it), 64-byte aligned for best speed.
@@ -89,6 +88,10 @@ class ConvKernelCpu {
   };
   TaskSplit split_tasks(std::int64_t groups, std::int64_t strips, bool by_columns,
                         std::int64_t threads) const;
+  // A 1x1 conv with an NHWC input or output: points as the GEMM's rows (pointwise_rows_).
+  void run_pointwise_rows(const float* input, const float* residual, float* output,
+                          float* workspace, const math::Activation& activation,
+                          ThreadPool* pool) const;
   // One group: the GEMM reads B in place (conv_direct_cpu.cpp).
   void run_direct(const float* input, const float* residual, float* output, float* workspace,
                   const math::Activation& activation, ThreadPool* pool) const;
@@ -128,6 +131,19 @@ class ConvKernelCpu {
   PhaseLayout phases_;
   std::int64_t flat_columns_ = 0;
   std::vector<std::int64_t> b_offsets_;  // group_k_ entries
+
+  // A pointwise conv next to NHWC values of the layout plan computes output^T = input^T W^T:
+  // the rows are the image's points, read in place from an NHWC input (a point's channels
+  // contiguous) or an NCHW one (strided), and written as rows of an NHWC output, the bias per
+  // column; an NCHW output takes each finished tile transposed (a TileSink). The kernel: the
+  // 8 x 32 tile, or 16 x 16 where that computes fewer padding columns (16 or 24 output
+  // channels); null: not offered (no AVX-512 GEMM, or not a pointwise conv). Each output is
+  // the same fma chain over the input channels as on the NCHW path, bias, residual and
+  // activation after it in the same order: the same bits in either layout.
+  const gemm::MicroKernel* pointwise_rows_ = nullptr;
+  gemm::PackedBuffer packed_weight_t_;             // W^T in column strips of pointwise_rows_->nr
+  std::vector<float> col_bias_;                    // out_channels rounded up to nr, or empty
+  bool input_nhwc_ = false, output_nhwc_ = false;  // set_channels_last
 };
 
 }  // namespace cgr::cpu

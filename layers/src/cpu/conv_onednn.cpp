@@ -341,6 +341,16 @@ std::unique_ptr<OneDnnConv::Impl> OneDnnConv::make_impl(const Conv2dGeometry& g,
     d.oc = round_up(d.oc / 2, kLanes);
     d.oc_slices = gemm::ceil_div(g.out_channels, d.oc);
   }
+  // Then shorter row slices (kSlicePoints at least), which also split the input copy: a
+  // first conv on the image (MobileNet-v2's 3->32 at 224x224, one row slice) otherwise copied
+  // its whole input on one thread and ran two tasks.
+  while (!d.whole_channels && d.row_slices * d.oc_slices < kMinTasks && d.rows > 1 &&
+         gemm::ceil_div(d.rows, 2) * g.out_w >= kSlicePoints &&
+         total_macs / (2 * d.row_slices * d.oc_slices) >= kMinTaskMacs) {
+    d.row_slices = gemm::ceil_div(g.out_h, gemm::ceil_div(d.rows, 2));
+    d.rows = gemm::ceil_div(g.out_h, d.row_slices);
+    d.row_slices = gemm::ceil_div(g.out_h, d.rows);
+  }
   // An NHWC output where whole channels give the threads as many tasks (up to kMinTasks); a
   // 1x1 conv's slices are short enough for that wherever its multiply-adds are.
   d.nhwc_output =

@@ -10,6 +10,8 @@
 //   zero-padded channels-last copy, each output is one fma per tap on full vectors whatever
 //   the plane's width or stride, and strips of the result are transposed back with the
 //   epilogue. MobileNet's 7x7 to 28x28 planes filled a fraction of each vector by rows.
+//   Between NHWC values of the CPU layout plan the taps read the input in place instead
+//   (run_nhwc), no copy either way.
 // - planes (otherwise): the output accumulates kernel_h x kernel_w shifted, zero-padded copies
 //   of one input plane (the vectorised axis is the output column), then the epilogue (bias,
 //   residual, activation) runs over the finished plane.
@@ -51,6 +53,11 @@ class DepthwiseConvCpu {
  private:
   void run_channel_lanes(const float* input, const float* residual, float* output,
                          const math::Activation& activation, ThreadPool* pool) const;
+  // An NHWC input and output (the layout plan's): the taps read the input in place, a zero
+  // vector for a tap in the padding, each output row of a block goes out through a row buffer
+  // (no residual here). The same arithmetic as the lanes path, so the same bits.
+  void run_nhwc(const float* input, float* output, const math::Activation& activation,
+                ThreadPool* pool) const;
 
   Conv2dGeometry geometry_;
   std::vector<float> weight_;  // out_channels x kernel_h x kernel_w
@@ -71,6 +78,7 @@ class DepthwiseConvCpu {
   std::vector<float> lane_bias_;                // [channel block][16 lanes], or empty
   std::vector<std::int64_t> lane_tap_offsets_;  // per tap, floats into the padded input
   bool input_nhwc_ = false, output_nhwc_ = false;  // set_channels_last
+  bool nhwc_direct_ = false;                       // run_nhwc can take an NHWC input and output
 };
 
 }  // namespace cgr::cpu

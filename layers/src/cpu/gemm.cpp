@@ -155,7 +155,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2_impl(const TileArgs& t) {
 constexpr int kAvx512Mr = 8;
 constexpr int kAvx512Nr = 32;
 
-template <bool Direct>
+template <bool Direct, bool InPlaceA = false>
 __attribute__((target("avx512f"))) void tile_avx512_impl(const TileArgs& t) {
   __m512 acc[kAvx512Mr][2];
   if (t.load_c) {
@@ -174,18 +174,22 @@ __attribute__((target("avx512f"))) void tile_avx512_impl(const TileArgs& t) {
   const std::int64_t kc = t.kc;
   // See TileArgs::a_next; 2 k steps of A are one 64-byte line.
   const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
+  const std::int64_t a_row = InPlaceA ? t.a_row : 1;
+  const std::int64_t a_k = InPlaceA ? t.a_k : kAvx512Mr;
   for (std::int64_t k = 0; k < kc; ++k) {
-    if ((k & 1) == 0) _mm_prefetch(prefetch + k * kAvx512Mr * sizeof(float), _MM_HINT_T0);
+    if (!InPlaceA && (k & 1) == 0) {
+      _mm_prefetch(prefetch + k * kAvx512Mr * sizeof(float), _MM_HINT_T0);
+    }
     const float* bk = Direct ? t.b + t.b_offsets[k] : b;
     const __m512 b0 = _mm512_loadu_ps(bk);
     const __m512 b1 = _mm512_loadu_ps(bk + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kAvx512Mr; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r]);
+      const __m512 ar = _mm512_set1_ps(a[r * a_row]);
       acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
     }
-    a += kAvx512Mr;
+    a += a_k;
     b += kAvx512Nr;
   }
   if (t.last) {
@@ -215,14 +219,79 @@ __attribute__((target("avx512f"))) void tile_avx512_impl(const TileArgs& t) {
   }
 }
 
+// AVX-512, 16 x 16: 16 zmm accumulators, one B vector and 16 broadcasts per k. The same
+// chains as the 8 x 32 tile (see narrow_avx512_kernel).
+constexpr int kAvx512NarrowMr = 16;
+constexpr int kAvx512NarrowNr = 16;
+
+template <bool Direct, bool InPlaceA = false>
+__attribute__((target("avx512f"))) void tile_avx512_narrow_impl(const TileArgs& t) {
+  __m512 acc[kAvx512NarrowMr];
+  if (t.load_c) {
+#pragma GCC unroll 16
+    for (int r = 0; r < kAvx512NarrowMr; ++r)
+      acc[r] = _mm512_loadu_ps(t.c + r * t.ldc);
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < kAvx512NarrowMr; ++r)
+      acc[r] = _mm512_setzero_ps();
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  const std::int64_t kc = t.kc;
+  // See TileArgs::a_next; one k step of A is one 64-byte line.
+  const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
+  const std::int64_t a_row = InPlaceA ? t.a_row : 1;
+  const std::int64_t a_k = InPlaceA ? t.a_k : kAvx512NarrowMr;
+  for (std::int64_t k = 0; k < kc; ++k) {
+    if (!InPlaceA) _mm_prefetch(prefetch + k * kAvx512NarrowMr * sizeof(float), _MM_HINT_T0);
+    const float* bk = Direct ? t.b + t.b_offsets[k] : b;
+    const __m512 b0 = _mm512_loadu_ps(bk);
+#pragma GCC unroll 16
+    for (int r = 0; r < kAvx512NarrowMr; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * a_row]), b0, acc[r]);
+    a += a_k;
+    b += kAvx512NarrowNr;
+  }
+  if (t.last) {
+    const __m512 low = _mm512_set1_ps(t.clamp_low);
+    const __m512 high = _mm512_set1_ps(t.clamp_high);
+#pragma GCC unroll 16
+    for (int r = 0; r < kAvx512NarrowMr; ++r) {
+      __m512 v = acc[r];
+      if (t.row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(t.row_bias[r]));
+      if (t.col_bias) v = _mm512_add_ps(v, _mm512_loadu_ps(t.col_bias));
+      if (t.residual) v = _mm512_add_ps(v, _mm512_loadu_ps(t.residual + r * t.ldr));
+      if (t.clamp) {
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), low);
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), high);
+      }
+      acc[r] = v;
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kAvx512NarrowMr; ++r)
+    _mm512_storeu_ps(t.c + r * t.ldc, acc[r]);
+}
+
 #endif  // CGR_GEMM_X86
 
 const MicroKernel kGeneric{"generic", kGenericMr, kGenericNr, tile_generic_impl<false>,
                            tile_generic_impl<true>};
 #if defined(CGR_GEMM_X86)
 const MicroKernel kAvx2{"avx2", kAvx2Mr, kAvx2Nr, tile_avx2_impl<false>, tile_avx2_impl<true>};
-const MicroKernel kAvx512{"avx512", kAvx512Mr, kAvx512Nr, tile_avx512_impl<false>,
-                          tile_avx512_impl<true>};
+const MicroKernel kAvx512{"avx512",
+                          kAvx512Mr,
+                          kAvx512Nr,
+                          tile_avx512_impl<false>,
+                          tile_avx512_impl<true>,
+                          tile_avx512_impl<false, true>};
+const MicroKernel kAvx512Narrow{"avx512-16x16",
+                                kAvx512NarrowMr,
+                                kAvx512NarrowNr,
+                                tile_avx512_narrow_impl<false>,
+                                tile_avx512_narrow_impl<true>,
+                                tile_avx512_narrow_impl<false, true>};
 #endif
 
 std::vector<const MicroKernel*> detect_kernels() {
@@ -278,7 +347,9 @@ struct StagedFields {
 // Runs one tile; an edge tile (fewer than mr rows or nr columns valid) is staged through
 // full-size buffers so the micro-kernel does exactly the arithmetic of a full tile.
 void run_tile(const MicroKernel& kernel, TileArgs& t, std::int64_t rows, std::int64_t cols) {
-  const auto tile = t.b_offsets != nullptr ? kernel.tile_direct : kernel.tile;
+  const auto tile = t.b_offsets != nullptr ? kernel.tile_direct
+                    : t.a_row != 0         ? kernel.tile_rows
+                                           : kernel.tile;
   if (rows == kernel.mr && cols == kernel.nr) {
     tile(t);
     if (t.last && t.activation != nullptr) apply_activation(*t.activation, t.c, t.ldc, rows, cols);
@@ -334,7 +405,7 @@ void sink_tile(const MicroKernel& kernel, TileArgs& t, const TileSink& sink, std
   }
   t.c = c_buf;
   t.ldc = nr;
-  (t.b_offsets != nullptr ? kernel.tile_direct : kernel.tile)(t);
+  (t.b_offsets != nullptr ? kernel.tile_direct : t.a_row != 0 ? kernel.tile_rows : kernel.tile)(t);
   if (t.activation != nullptr) apply_activation(*t.activation, c_buf, nr, rows, cols);
   sink.scatter(sink.context, c_buf, nr, row0, col0, rows, cols);
 }
@@ -366,6 +437,14 @@ std::span<const MicroKernel* const> supported_kernels() {
 const MicroKernel& best_kernel() {
   const MicroKernel* chosen = g_override.load(std::memory_order_acquire);
   return chosen ? *chosen : *supported_kernels().front();
+}
+
+const MicroKernel& narrow_avx512_kernel() {
+#if defined(CGR_GEMM_X86)
+  return kAvx512Narrow;
+#else
+  return kGeneric;  // never asked for: best_kernel() is no AVX-512 kernel here
+#endif
 }
 
 void set_kernel_override(const MicroKernel* kernel) {
@@ -500,12 +579,12 @@ namespace {
 // strip, k-major), the whole of K at once: a batch-1 Linear layer. The micro-kernel would run
 // its 8-row tile through stack buffers for the one row, in passes over K; here the two
 // accumulators per strip run the same fma chain (from zero, k in order) and the same
-// epilogue (+ bias, then the ReLU clamp), so the same bits.
+// epilogue (+ bias, then the clamp), so the same bits.
 __attribute__((target("avx512f"))) void single_row_avx512(const RowsProduct& p, std::int64_t row,
                                                           std::int64_t ns0, std::int64_t ns1) {
   const float* a = p.a + row * p.lda;
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  const __m512 low = _mm512_set1_ps(p.activation.clamp_low);
+  const __m512 high = _mm512_set1_ps(p.activation.clamp_high);
   for (std::int64_t js = ns0; js < ns1; ++js) {
     const float* b = p.b + js * p.k * kAvx512Nr;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -519,11 +598,11 @@ __attribute__((target("avx512f"))) void single_row_avx512(const RowsProduct& p, 
       acc0 = _mm512_add_ps(acc0, _mm512_loadu_ps(p.col_bias + col0));
       acc1 = _mm512_add_ps(acc1, _mm512_loadu_ps(p.col_bias + col0 + 16));
     }
-    if (p.relu) {  // the micro-kernel's clamp to [0, +inf)
-      acc0 = _mm512_mask_mov_ps(acc0, _mm512_cmp_ps_mask(acc0, zero, _CMP_LT_OQ), zero);
-      acc0 = _mm512_mask_mov_ps(acc0, _mm512_cmp_ps_mask(acc0, inf, _CMP_GT_OQ), inf);
-      acc1 = _mm512_mask_mov_ps(acc1, _mm512_cmp_ps_mask(acc1, zero, _CMP_LT_OQ), zero);
-      acc1 = _mm512_mask_mov_ps(acc1, _mm512_cmp_ps_mask(acc1, inf, _CMP_GT_OQ), inf);
+    if (p.activation.clamp) {  // the micro-kernel's clamp
+      acc0 = _mm512_mask_mov_ps(acc0, _mm512_cmp_ps_mask(acc0, low, _CMP_LT_OQ), low);
+      acc0 = _mm512_mask_mov_ps(acc0, _mm512_cmp_ps_mask(acc0, high, _CMP_GT_OQ), high);
+      acc1 = _mm512_mask_mov_ps(acc1, _mm512_cmp_ps_mask(acc1, low, _CMP_LT_OQ), low);
+      acc1 = _mm512_mask_mov_ps(acc1, _mm512_cmp_ps_mask(acc1, high, _CMP_GT_OQ), high);
     }
     const std::int64_t cols = std::min<std::int64_t>(kAvx512Nr, p.n - col0);
     float* c = p.c + row * p.ldc + col0;
@@ -542,7 +621,8 @@ void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::in
   const std::int64_t mr = kernel.mr;
   const std::int64_t nr = kernel.nr;
 #if defined(CGR_GEMM_X86)
-  if (&kernel == &kAvx512 && ms1 == ms0 + 1 && p.m - ms0 * mr == 1) {
+  if (&kernel == &kAvx512 && ms1 == ms0 + 1 && p.m - ms0 * mr == 1 && p.a_k_stride == 1 &&
+      p.residual == nullptr && p.activation.other == nullptr && p.sink.scatter == nullptr) {
     single_row_avx512(p, ms0 * mr, ns0, ns1);
     return;
   }
@@ -554,20 +634,38 @@ void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::in
     t.load_c = pc > 0;
     t.last = pc + t.kc == p.k;
     t.ldc = p.ldc;
-    t.clamp = p.relu;  // ReLU: the clamp to [0, +inf)
-    t.clamp_low = 0.0f;
-    t.clamp_high = std::numeric_limits<float>::infinity();
-    t.a = a_buf;
+    t.ldr = p.ldr;
+    t.clamp = p.activation.clamp;
+    t.clamp_low = p.activation.clamp_low;
+    t.clamp_high = p.activation.clamp_high;
+    t.activation = p.activation.other;
     for (std::int64_t is = ms0; is < ms1; ++is) {
       const std::int64_t row0 = is * mr;
       const std::int64_t rows = std::min(mr, p.m - row0);
-      pack_a(p.a + row0 * p.lda + pc, p.lda, rows, t.kc, mr, a_buf);
+      const float* a = p.a + row0 * p.lda + pc * p.a_k_stride;
+      // A full strip is read in place where the kernel can (a_in_place); the last, partial one
+      // is packed (the micro-kernel reads all mr rows).
+      if (p.a_in_place && kernel.tile_rows != nullptr && rows == mr) {
+        t.a = a;
+        t.a_row = p.lda;
+        t.a_k = p.a_k_stride;
+      } else {
+        pack_a_strided(a, p.lda, p.a_k_stride, rows, t.kc, mr, a_buf);
+        t.a = a_buf;
+        t.a_row = t.a_k = 0;
+      }
       for (std::int64_t js = ns0; js < ns1; ++js) {
         const std::int64_t col0 = js * nr;
+        const std::int64_t cols = std::min(nr, p.n - col0);
         t.b = p.b + (js * p.k + pc) * nr;
-        t.c = p.c + row0 * p.ldc + col0;
+        t.c = p.c != nullptr ? p.c + row0 * p.ldc + col0 : nullptr;  // null: a sink, one pass
         t.col_bias = p.col_bias ? p.col_bias + col0 : nullptr;
-        run_tile(kernel, t, rows, std::min(nr, p.n - col0));
+        t.residual = p.residual ? p.residual + row0 * p.ldr + col0 : nullptr;
+        if (t.last && p.sink.scatter != nullptr) {
+          sink_tile(kernel, t, p.sink, row0, col0, rows, cols);
+        } else {
+          run_tile(kernel, t, rows, cols);
+        }
       }
     }
   }

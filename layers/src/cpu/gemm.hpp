@@ -27,7 +27,7 @@ class ThreadPool;
 namespace cgr::cpu::gemm {
 
 // Bounds of every micro-kernel's tile (edge tiles are staged in buffers this big).
-inline constexpr std::int64_t kMaxMr = 8;
+inline constexpr std::int64_t kMaxMr = 16;
 inline constexpr std::int64_t kMaxNr = 32;
 // Depth of one pass over K: a kKc x nr slice of B stays in L1 while the row strips stream by.
 // One value for every ISA, so all micro-kernels produce the same bits.
@@ -43,6 +43,9 @@ struct TileArgs {
   // and the hardware prefetcher, which stops at 4 KiB pages and restarts on every jump to
   // the next row strip, hides little of it.
   const float* a_next = nullptr;
+  // A read in place (tile_rows): element (r, kk) of the tile at a[r * a_row + kk * a_k]
+  // (a_next unused); 0: a is packed.
+  std::int64_t a_row = 0, a_k = 0;
   const float* b = nullptr;  // packed B strip, already offset to this pass
   // Direct B (tile_direct): row kk of the strip is the nr floats at b + b_offsets[kk] (offsets
   // already advanced to this pass); null: b is packed.
@@ -80,10 +83,18 @@ struct MicroKernel {
   void (*tile)(const TileArgs&);  // reads and writes the full mr x nr tile
   // The same arithmetic (the same bits) with B read in place (TileArgs::b_offsets).
   void (*tile_direct)(const TileArgs&);
+  // The same with A read in place (TileArgs::a_row, a_k; B packed); null where the kernel
+  // has none (then A is packed).
+  void (*tile_rows)(const TileArgs&) = nullptr;
 };
 
 // The fastest micro-kernel this CPU runs (or the test override).
 const MicroKernel& best_kernel();
+// AVX-512's 16 x 16 tile, for products whose columns are few and no multiple of 32 (a 1x1
+// conv's 16 or 24 output channels on channels-last data, where the 8 x 32 tile would compute
+// 50% or 25% padding): the same arithmetic, so the same bits. Only where best_kernel() is
+// AVX-512's.
+const MicroKernel& narrow_avx512_kernel();
 // Every micro-kernel this CPU runs, fastest first.
 std::span<const MicroKernel* const> supported_kernels();
 // Tests only: makes best_kernel() return `kernel` (nullptr restores the real choice). Kernels
@@ -174,18 +185,26 @@ struct PackedProduct {
 void gemm_packed(const PackedProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
                  std::int64_t ns1);
 
-// C[m x n] = A B + epilogue with A plain row-major (a linear layer's input); A is packed on
+// C[m x n] = A B + epilogue with A read in place (a linear layer's input, a 1x1 conv's
+// channels-last or NCHW input): element (r, kk) at a[r * lda + kk * a_k_stride]; A is packed on
 // the fly, one strip and pass at a time, into a stack buffer.
 struct RowsProduct {
   const MicroKernel* kernel = nullptr;
   std::int64_t m = 0, n = 0, k = 0;
   const float* a = nullptr;
   std::int64_t lda = 0;
+  std::int64_t a_k_stride = 1;
+  // Full row strips read A in place where the kernel has tile_rows (a 1x1 conv's input, whose
+  // packing would cost about what the product does), else packed.
+  bool a_in_place = false;
   const float* b = nullptr;  // packed
   float* c = nullptr;
   std::int64_t ldc = 0;
   const float* col_bias = nullptr;  // round_up(n, nr) values or null
-  bool relu = false;
+  const float* residual = nullptr;  // like C, row stride ldr, or null
+  std::int64_t ldr = 0;
+  GemmActivation activation;  // see TileArgs
+  TileSink sink;              // see PackedProduct
 };
 void gemm_rows(const RowsProduct& p, std::int64_t ms0, std::int64_t ms1, std::int64_t ns0,
                std::int64_t ns1);

@@ -60,7 +60,8 @@ void LinearKernelCpu::run(const float* x, std::int64_t rows, float* y, bool relu
   p.c = y;
   p.ldc = out_features_;
   p.col_bias = bias_.empty() ? nullptr : bias_.data();
-  p.relu = relu;
+  static const math::Activation kRelu{math::ActivationKind::relu};
+  if (relu) p.activation = gemm::gemm_activation(kRelu);
 
   const std::int64_t m_strips = gemm::ceil_div(rows, kernel_->mr);
   const std::int64_t n_strips = gemm::ceil_div(out_features_, kernel_->nr);

@@ -150,55 +150,62 @@ __attribute__((target("avx2,fma"))) void tile_avx2_impl(const TileArgs& t) {
   }
 }
 
-// AVX-512: 8 x 32 tile, 16 zmm accumulators. Eight rows divide the usual channel counts
-// (64, 128, ...) exactly, and 16 independent FMA chains cover the FMA latency of two pipes.
+// AVX-512: Mr rows x Vectors zmm columns. The 8 x 32 tile (16 accumulators) is the main one:
+// eight rows divide the usual channel counts (64, 128, ...) exactly, and 16 independent FMA
+// chains cover the FMA latency of two pipes. The 16 x 16 one (16 accumulators, one B vector
+// and 16 broadcasts per k) serves products whose columns are few and no multiple of 32 (see
+// narrow_avx512_kernel). Both run the same chains, so the same bits.
 constexpr int kAvx512Mr = 8;
 constexpr int kAvx512Nr = 32;
+constexpr int kAvx512NarrowMr = 16;
+constexpr int kAvx512NarrowNr = 16;
 
-template <bool Direct, bool InPlaceA = false>
+template <int Mr, int Vectors, bool Direct, bool InPlaceA = false>
 __attribute__((target("avx512f"))) void tile_avx512_impl(const TileArgs& t) {
-  __m512 acc[kAvx512Mr][2];
+  __m512 acc[Mr][Vectors];
   if (t.load_c) {
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx512Mr; ++r) {
-      acc[r][0] = _mm512_loadu_ps(t.c + r * t.ldc);
-      acc[r][1] = _mm512_loadu_ps(t.c + r * t.ldc + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < Mr; ++r) {
+      for (int h = 0; h < Vectors; ++h)
+        acc[r][h] = _mm512_loadu_ps(t.c + r * t.ldc + 16 * h);
     }
   } else {
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx512Mr; ++r)
-      acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < Mr; ++r) {
+      for (int h = 0; h < Vectors; ++h)
+        acc[r][h] = _mm512_setzero_ps();
+    }
   }
   const float* a = t.a;
   const float* b = t.b;
   const std::int64_t kc = t.kc;
-  // See TileArgs::a_next; 2 k steps of A are one 64-byte line.
+  // See TileArgs::a_next: one prefetch per 64-byte line of packed A (16 floats).
   const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
   const std::int64_t a_row = InPlaceA ? t.a_row : 1;
-  const std::int64_t a_k = InPlaceA ? t.a_k : kAvx512Mr;
+  const std::int64_t a_k = InPlaceA ? t.a_k : Mr;
   for (std::int64_t k = 0; k < kc; ++k) {
-    if (!InPlaceA && (k & 1) == 0) {
-      _mm_prefetch(prefetch + k * kAvx512Mr * sizeof(float), _MM_HINT_T0);
+    if (!InPlaceA && (k * Mr) % 16 == 0) {
+      _mm_prefetch(prefetch + k * Mr * sizeof(float), _MM_HINT_T0);
     }
     const float* bk = Direct ? t.b + t.b_offsets[k] : b;
-    const __m512 b0 = _mm512_loadu_ps(bk);
-    const __m512 b1 = _mm512_loadu_ps(bk + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx512Mr; ++r) {
+    __m512 bv[Vectors];
+    for (int h = 0; h < Vectors; ++h)
+      bv[h] = _mm512_loadu_ps(bk + 16 * h);
+#pragma GCC unroll 16
+    for (int r = 0; r < Mr; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r * a_row]);
-      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+      for (int h = 0; h < Vectors; ++h)
+        acc[r][h] = _mm512_fmadd_ps(ar, bv[h], acc[r][h]);
     }
     a += a_k;
-    b += kAvx512Nr;
+    b += 16 * Vectors;
   }
   if (t.last) {
     const __m512 low = _mm512_set1_ps(t.clamp_low);
     const __m512 high = _mm512_set1_ps(t.clamp_high);
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx512Mr; ++r) {
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 16
+    for (int r = 0; r < Mr; ++r) {
+      for (int h = 0; h < Vectors; ++h) {
         __m512 v = acc[r][h];
         if (t.row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(t.row_bias[r]));
         if (t.col_bias) v = _mm512_add_ps(v, _mm512_loadu_ps(t.col_bias + 16 * h));
@@ -212,66 +219,11 @@ __attribute__((target("avx512f"))) void tile_avx512_impl(const TileArgs& t) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kAvx512Mr; ++r) {
-    _mm512_storeu_ps(t.c + r * t.ldc, acc[r][0]);
-    _mm512_storeu_ps(t.c + r * t.ldc + 16, acc[r][1]);
+#pragma GCC unroll 16
+  for (int r = 0; r < Mr; ++r) {
+    for (int h = 0; h < Vectors; ++h)
+      _mm512_storeu_ps(t.c + r * t.ldc + 16 * h, acc[r][h]);
   }
-}
-
-// AVX-512, 16 x 16: 16 zmm accumulators, one B vector and 16 broadcasts per k. The same
-// chains as the 8 x 32 tile (see narrow_avx512_kernel).
-constexpr int kAvx512NarrowMr = 16;
-constexpr int kAvx512NarrowNr = 16;
-
-template <bool Direct, bool InPlaceA = false>
-__attribute__((target("avx512f"))) void tile_avx512_narrow_impl(const TileArgs& t) {
-  __m512 acc[kAvx512NarrowMr];
-  if (t.load_c) {
-#pragma GCC unroll 16
-    for (int r = 0; r < kAvx512NarrowMr; ++r)
-      acc[r] = _mm512_loadu_ps(t.c + r * t.ldc);
-  } else {
-#pragma GCC unroll 16
-    for (int r = 0; r < kAvx512NarrowMr; ++r)
-      acc[r] = _mm512_setzero_ps();
-  }
-  const float* a = t.a;
-  const float* b = t.b;
-  const std::int64_t kc = t.kc;
-  // See TileArgs::a_next; one k step of A is one 64-byte line.
-  const char* prefetch = reinterpret_cast<const char*>(t.a_next ? t.a_next : t.a);
-  const std::int64_t a_row = InPlaceA ? t.a_row : 1;
-  const std::int64_t a_k = InPlaceA ? t.a_k : kAvx512NarrowMr;
-  for (std::int64_t k = 0; k < kc; ++k) {
-    if (!InPlaceA) _mm_prefetch(prefetch + k * kAvx512NarrowMr * sizeof(float), _MM_HINT_T0);
-    const float* bk = Direct ? t.b + t.b_offsets[k] : b;
-    const __m512 b0 = _mm512_loadu_ps(bk);
-#pragma GCC unroll 16
-    for (int r = 0; r < kAvx512NarrowMr; ++r)
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * a_row]), b0, acc[r]);
-    a += a_k;
-    b += kAvx512NarrowNr;
-  }
-  if (t.last) {
-    const __m512 low = _mm512_set1_ps(t.clamp_low);
-    const __m512 high = _mm512_set1_ps(t.clamp_high);
-#pragma GCC unroll 16
-    for (int r = 0; r < kAvx512NarrowMr; ++r) {
-      __m512 v = acc[r];
-      if (t.row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(t.row_bias[r]));
-      if (t.col_bias) v = _mm512_add_ps(v, _mm512_loadu_ps(t.col_bias));
-      if (t.residual) v = _mm512_add_ps(v, _mm512_loadu_ps(t.residual + r * t.ldr));
-      if (t.clamp) {
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), low);
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), high);
-      }
-      acc[r] = v;
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < kAvx512NarrowMr; ++r)
-    _mm512_storeu_ps(t.c + r * t.ldc, acc[r]);
 }
 
 #endif  // CGR_GEMM_X86
@@ -283,15 +235,15 @@ const MicroKernel kAvx2{"avx2", kAvx2Mr, kAvx2Nr, tile_avx2_impl<false>, tile_av
 const MicroKernel kAvx512{"avx512",
                           kAvx512Mr,
                           kAvx512Nr,
-                          tile_avx512_impl<false>,
-                          tile_avx512_impl<true>,
-                          tile_avx512_impl<false, true>};
+                          tile_avx512_impl<8, 2, false>,
+                          tile_avx512_impl<8, 2, true>,
+                          tile_avx512_impl<8, 2, false, true>};
 const MicroKernel kAvx512Narrow{"avx512-16x16",
                                 kAvx512NarrowMr,
                                 kAvx512NarrowNr,
-                                tile_avx512_narrow_impl<false>,
-                                tile_avx512_narrow_impl<true>,
-                                tile_avx512_narrow_impl<false, true>};
+                                tile_avx512_impl<16, 1, false>,
+                                tile_avx512_impl<16, 1, true>,
+                                tile_avx512_impl<16, 1, false, true>};
 #endif
 
 std::vector<const MicroKernel*> detect_kernels() {

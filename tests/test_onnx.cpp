@@ -865,6 +865,18 @@ TEST_CASE("ONNX constant folding is bounded, and Concat and Squeeze check shapes
     b.output("y");
     CHECK(b.import().network.layer_count() == 1);
   }
+  SUBCASE("an empty constant as an Add operand broadcasts to an empty sum") {
+    // Found by fuzz_onnx: the empty weight's values were copied from a null pointer.
+    OnnxBuilder b(13);
+    b.input("x", {1, 4});
+    b.floats("empty", {0, 4}, {});
+    b.node("Add", {"x", "empty"}, {"s"}, "add");
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    const OnnxModel model = b.import();
+    CHECK(model.network.layer_count() == 2);
+    CHECK(model.network.desc(model.network.layer_output(0)).shape == Shape{0, 4});
+  }
   SUBCASE("Concat of constants whose other dims differ") {
     OnnxBuilder b(13);
     b.input("x", {1, 4});

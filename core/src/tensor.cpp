@@ -54,7 +54,8 @@ Tensor::Tensor(Shape shape, std::vector<float> values) : Tensor(std::move(shape)
   if (values.size() != static_cast<std::size_t>(numel())) {
     fail("tensor of shape {} needs {} values, got {}", shape_.to_string(), numel(), values.size());
   }
-  std::memcpy(bytes_.data(), values.data(), values.size() * sizeof(float));
+  // An empty tensor's vectors may hold null pointers, which memcpy must not be given.
+  if (!values.empty()) std::memcpy(bytes_.data(), values.data(), values.size() * sizeof(float));
 }
 
 std::span<float> Tensor::f32() & {

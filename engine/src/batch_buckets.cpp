@@ -224,7 +224,8 @@ Result BucketedContext::infer(const NamedInputs& inputs) {
     std::vector<std::int64_t> dims = tensor.shape().dims();
     dims[0] = batch;
     Tensor cut(Shape(std::move(dims)), DType::f32);
-    std::memcpy(cut.bytes().data(), tensor.bytes().data(), cut.bytes().size());
+    if (!cut.bytes().empty())
+      std::memcpy(cut.bytes().data(), tensor.bytes().data(), cut.bytes().size());
     tensor = std::move(cut);
   }
   for (ExitReport& report : result.exits) {

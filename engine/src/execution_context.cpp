@@ -218,8 +218,10 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
   }
   for (std::size_t i = 0; i < given.size(); ++i) {
     const TensorView& view = inputs[static_cast<std::size_t>(given[i])].second;
-    std::memcpy(state_->backend->host_value(engine.input_values[i]), view.data,
-                view.count * dtype_size(view.dtype));
+    // memcpy must not be given the null pointers an empty tensor may have.
+    if (view.count > 0)
+      std::memcpy(state_->backend->host_value(engine.input_values[i]), view.data,
+                  view.count * dtype_size(view.dtype));
   }
   run();
   Result result;
@@ -230,7 +232,8 @@ Result ExecutionContext::infer(const NamedInputs& inputs) {
     if (producer >= 0 && !executed[static_cast<std::size_t>(producer)]) continue;  // skipped
     const TensorDesc& desc = engine.output_descs[i];
     Tensor tensor(desc.shape, desc.dtype);
-    std::memcpy(tensor.bytes().data(), state_->backend->host_value(value), tensor.bytes().size());
+    if (!tensor.bytes().empty())
+      std::memcpy(tensor.bytes().data(), state_->backend->host_value(value), tensor.bytes().size());
     const auto values = tensor.f32();
     if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
       result.non_finite_outputs.push_back(desc.name);

@@ -590,6 +590,60 @@ TEST_CASE("conv cpu: oneDNN convs read and write NHWC values with the NCHW path'
                        doctest::Contains("no channels-last value"), cgr::Error);
 }
 
+TEST_CASE(
+    "conv cpu: a first conv (planes in, oneDNN) writes NHWC values with the NCHW path's bits") {
+  if (!onednn_expected()) {
+    MESSAGE("skipped: no oneDNN in this build, or no AVX-512 on this CPU");
+    return;
+  }
+  // MobileNet-v2's first conv (3->32, 3x3 stride 2) at a smaller size and batch 2; 24 output
+  // channels (a part block) from a 5x5 kernel with asymmetric padding; 8 channels in and out.
+  ConvGeometry odd = make_geometry(1, 3, 30, 41, 24, 5, 5, 1, 2);
+  odd.pad_top = 1;
+  odd.pad_right = 3;
+  const std::vector<ConvGeometry> shapes = {
+      finish(make_geometry(2, 3, 64, 64, 32, 3, 3, 2, 1)),
+      finish(odd),
+      finish(make_geometry(1, 8, 16, 16, 8, 3, 3, 1, 1)),
+  };
+  cgr::ThreadPool pool2(2);
+  cgr::ThreadPool pool3(3);
+  std::uint32_t seed = 1900;
+  for (const ConvGeometry& g : shapes) {
+    INFO(g.batch << "x" << g.in_channels << "->" << g.out_channels << " at " << g.in_h << "x"
+                 << g.in_w << ", kernel " << g.kernel_h << ", stride " << g.stride_h);
+    const auto input = random_values(input_size(g), seed++);
+    const auto weight = random_values(weight_size(g), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(g.out_channels), seed++);
+    const auto residual = random_values(output_size(g), seed++);
+    const auto nhwc_residual =
+        transpose_images(residual, g.batch, g.out_channels, g.out_h * g.out_w, true);
+    const ConvKernelCpu nchw(g, weight, bias);
+    REQUIRE(nchw.uses_onednn());
+    CHECK_FALSE(nchw.channels_last_input());
+    CHECK(nchw.channels_last_output());
+    ConvKernelCpu kernel(g, weight, bias);
+    CHECK_THROWS_WITH_AS(kernel.set_channels_last(true, true),
+                         doctest::Contains("no channels-last value"), cgr::Error);
+    kernel.set_channels_last(false, true);
+    const auto activations = every_activation(0.5f);
+    for (std::size_t a = 0; a < activations.size(); ++a) {
+      for (const bool with_residual : {false, true}) {
+        INFO("activation " << a << ", residual " << with_residual);
+        const auto expected = run_conv(nchw, input, with_residual ? residual.data() : nullptr,
+                                       activations[a], nullptr);
+        for (cgr::ThreadPool* pool : {static_cast<cgr::ThreadPool*>(nullptr), &pool2, &pool3}) {
+          const auto got = transpose_images(
+              run_conv(kernel, input, with_residual ? nhwc_residual.data() : nullptr,
+                       activations[a], pool),
+              g.batch, g.out_channels, g.out_h * g.out_w, false);
+          CHECK(same_bits(got, expected));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("conv cpu: 1x1 convs on NHWC values, their residual NHWC too, within rounding") {
   if (!onednn_expected()) {
     MESSAGE("skipped: no oneDNN in this build, or no AVX-512 on this CPU");

@@ -19,7 +19,11 @@
 // (MobileNet-v2, whose 1x1 convs on 14x14 and 7x7 maps, depthwise convs and residuals then stay
 // NHWC from op to op: 0.96x the time at one thread, 0.86x at two). Fewer than 16 input channels (a
 // first conv on the image) stay planes in, nChw16c out, "jit" (ResNet's 7x7 stride-2 conv1: 2.09
-// against 2.49 for NHWC). CGR_ONEDNN_NHWC=0 keeps every conv on nChw16c (comparisons).
+// against 2.49 for NHWC). Where the layout plan keeps such a conv's output NHWC (MobileNet-v2's
+// first conv, read by a depthwise conv), each row slice's nChw16c result is copied into the
+// NHWC rows point by point (oneDNN 2.6 has only its reference kernel for planes in, NHWC out):
+// the depthwise conv then reads it in place (MobileNet-v2 0.96x the time at two threads, about
+// even at one). CGR_ONEDNN_NHWC=0 keeps every conv on nChw16c (comparisons).
 //
 // Dense 3x3 stride-1 convs run oneDNN's Winograd F(4x4, 3x3) on nChw16c ("jit_wino_4x3"), where
 // it has a kernel: 2.25x fewer multiplies than a direct conv, and faster on every such conv
@@ -251,8 +255,9 @@ struct OneDnnConv::Impl {
   }
   // Row slices' input copies in the workspace: none where the primitives read in place.
   std::int64_t input_slots() const { return input_in_place() ? 0 : row_slices; }
-  // Task results in the workspace: none where they go straight into an NHWC output.
-  std::int64_t result_slots() const { return output_nhwc ? 0 : row_slices * oc_slices; }
+  // Task results in the workspace: none where the primitives write an NHWC output in place.
+  bool output_in_place() const { return output_nhwc && channels_last(); }
+  std::int64_t result_slots() const { return output_in_place() ? 0 : row_slices * oc_slices; }
   int row_variant(std::int64_t r) const { return r + 1 < row_slices ? 0 : 1; }
   const Variant& variant(std::int64_t r, std::int64_t o) const {
     return variants[row_variant(r)][o + 1 < oc_slices ? 0 : 1];
@@ -464,7 +469,9 @@ bool OneDnnConv::winograd() const {
 }
 
 bool OneDnnConv::channels_last_output() const {
-  return channels_last() && impl_->nhwc_output;
+  // A first conv (planes in, nChw16c out) copies each row slice's result into the NHWC rows.
+  return (channels_last() || (impl_->layout == Impl::Layout::planes && nhwc_enabled())) &&
+         impl_->nhwc_output;
 }
 
 void OneDnnConv::set_channels_last(bool input, bool output) {
@@ -500,7 +507,8 @@ void OneDnnConv::set_channels_last(bool input, bool output) {
       fail("conv: oneDNN failed to unpack the weights ({}); set CGR_CPU_CHANNELS_LAST=0", e.what());
     }
     auto whole = make_impl(g, weight, d.bias, output, true, false);
-    if (whole == nullptr || (output && whole->oc_slices != 1) || !whole->channels_last()) {
+    if (whole == nullptr || (output && whole->oc_slices != 1) ||
+        !(whole->channels_last() || (!input && whole->layout == Impl::Layout::planes))) {
       fail(
           "conv: oneDNN has no kernel for this convolution over all channels; set "
           "CGR_CPU_CHANNELS_LAST=0");
@@ -597,9 +605,10 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
         // output, where the primitive writes straight away.
         const std::int64_t out_rows = d.rows_of(r);
         const std::int64_t points = out_rows * g.out_w;
-        float* const in_place =
+        float* const nhwc_rows =
             d.output_nhwc ? output + (n * out_plane + r * d.rows * g.out_w) * g.out_channels
                           : nullptr;
+        float* const in_place = d.output_in_place() ? nhwc_rows : nullptr;
         float* result = in_place != nullptr ? in_place : outputs + item * d.output_slot;
         try {
           float* const src_data =
@@ -630,12 +639,21 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
           fail("conv: oneDNN failed ({}, status {}); set CGR_ONEDNN=0 to use cgr's own kernels",
                e.what(), static_cast<int>(e.status));
         }
-        if (in_place != nullptr) {
-          // The residual (NHWC too) and the activation in place over the dense result.
-          if (residual != nullptr || activation.kind != math::ActivationKind::none) {
-            const float* res = residual != nullptr ? residual + (in_place - output) : nullptr;
-            flat_epilogue(result, points * g.out_channels, res, result, 1, points * g.out_channels,
-                          nullptr, activation, true);
+        if (nhwc_rows != nullptr) {
+          // An nChw16c result (a first conv's) into the NHWC rows block by block, a ReLU or
+          // Clip clamped on the way where no residual comes first.
+          const gemm::GemmActivation on_copy =
+              residual == nullptr ? gemm::gemm_activation(activation) : gemm::GemmActivation{};
+          if (in_place == nullptr)
+            lanes::blocked_to_nhwc(result, points, g.out_channels, nhwc_rows, on_copy);
+          // The residual (NHWC too) and the activation in place over the dense rows.
+          const bool done = in_place == nullptr ? residual == nullptr && on_copy.other == nullptr
+                                                : residual == nullptr &&
+                                                      activation.kind == math::ActivationKind::none;
+          if (!done) {
+            const float* res = residual != nullptr ? residual + (nhwc_rows - output) : nullptr;
+            flat_epilogue(nhwc_rows, points * g.out_channels, res, nhwc_rows, 1,
+                          points * g.out_channels, nullptr, activation, true);
           }
           continue;
         }

@@ -46,6 +46,8 @@ class OneDnnConv {
   // which the primitive writes in place. (Results in channel slices, copied point by point into
   // an NHWC output from two threads, took ResNet-18's 128->128 convs 1.18x the time of the
   // transpose to NCHW.)
+  // A conv of few input channels (planes in, nChw16c out) reads NCHW only but can write NHWC
+  // (channels_last_output): each row slice's result is copied into the NHWC rows.
   bool channels_last() const;
   // Whether the primitives run oneDNN's Winograd algorithm (on nChw16c; see conv_onednn.cpp).
   bool winograd() const;

@@ -408,29 +408,6 @@ __attribute__((target("avx512f"))) void nhwc_to_lanes(const float* in, std::int6
       _mm512_storeu_ps(dst + x * kLanes, _mm512_maskz_loadu_ps(mask, src + x * stride));
   }
 }
-
-// `count` points of a channels-last strip (kLanes floats each) into channels [c0, c0 +
-// channels) of an NHWC output of `stride` channels, clamped on the way where the activation
-// is a ReLU or a Clip (the GEMM micro-kernels' clamp: NaN passes, as in math::clip).
-__attribute__((target("avx512f"))) void lanes_to_nhwc(const float* strip, std::int64_t count,
-                                                      std::int64_t channels, float* out,
-                                                      std::int64_t stride,
-                                                      const gemm::GemmActivation& activation) {
-  const __mmask16 mask = lanes::channel_mask(channels);
-  if (!activation.clamp) {
-    for (std::int64_t t = 0; t < count; ++t)
-      _mm512_mask_storeu_ps(out + t * stride, mask, _mm512_loadu_ps(strip + t * kLanes));
-    return;
-  }
-  const __m512 low = _mm512_set1_ps(activation.clamp_low);
-  const __m512 high = _mm512_set1_ps(activation.clamp_high);
-  for (std::int64_t t = 0; t < count; ++t) {
-    __m512 v = _mm512_loadu_ps(strip + t * kLanes);
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), low);
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), high);
-    _mm512_mask_storeu_ps(out + t * stride, mask, v);
-  }
-}
 CGR_LANES_INTRINSICS_END
 #endif
 
@@ -555,9 +532,9 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
           if (clamp.other != nullptr) {
             flat_epilogue(strip, floats, nullptr, strip, 1, floats, nullptr, activation, true);
           }
-          lanes_to_nhwc(strip, rows * g.out_w, channels,
-                        output + (n * out_plane + oh0 * g.out_w) * g.out_channels + c0,
-                        g.out_channels, clamp);
+          lanes::lanes_to_nhwc(strip, rows * g.out_w, channels,
+                               output + (n * out_plane + oh0 * g.out_w) * g.out_channels + c0,
+                               g.out_channels, clamp);
           continue;
         }
         const std::int64_t at = (n * g.out_channels + c0) * out_plane + oh0 * g.out_w;
@@ -619,9 +596,9 @@ void DepthwiseConvCpu::run_nhwc(const float* input, float* output,
             const std::int64_t floats = g.out_w * kLanes;
             flat_epilogue(row, floats, nullptr, row, 1, floats, nullptr, activation, true);
           }
-          lanes_to_nhwc(row, g.out_w, kLanes,
-                        output + ((n * g.out_h + oh) * g.out_w) * g.out_channels + c0,
-                        g.out_channels, clamp);
+          lanes::lanes_to_nhwc(row, g.out_w, kLanes,
+                               output + ((n * g.out_h + oh) * g.out_w) * g.out_channels + c0,
+                               g.out_channels, clamp);
         }
       });
 #else

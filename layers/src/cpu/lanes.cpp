@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/gemm.hpp"
+
 namespace cgr::cpu::lanes {
 namespace {
 
@@ -173,6 +175,47 @@ OutputFinish output_finish(math::ActivationKind kind) {
       break;
   }
   return nullptr;
+}
+
+__attribute__((target("avx512f"))) void lanes_to_nhwc(const float* lanes, std::int64_t count,
+                                                      std::int64_t channels, float* out,
+                                                      std::int64_t stride,
+                                                      const gemm::GemmActivation& activation) {
+  const __mmask16 mask = channel_mask(channels);
+  if (!activation.clamp) {
+    for (std::int64_t t = 0; t < count; ++t)
+      _mm512_mask_storeu_ps(out + t * stride, mask, _mm512_loadu_ps(lanes + t * kLanes));
+    return;
+  }
+  const __m512 low = _mm512_set1_ps(activation.clamp_low);
+  const __m512 high = _mm512_set1_ps(activation.clamp_high);
+  for (std::int64_t t = 0; t < count; ++t) {
+    __m512 v = _mm512_loadu_ps(lanes + t * kLanes);
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), low);
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), high);
+    _mm512_mask_storeu_ps(out + t * stride, mask, v);
+  }
+}
+CGR_LANES_INTRINSICS_END
+CGR_LANES_INTRINSICS_BEGIN
+__attribute__((target("avx512f"))) void blocked_to_nhwc(const float* blocked, std::int64_t count,
+                                                        std::int64_t channels, float* out,
+                                                        const gemm::GemmActivation& activation) {
+  const __m512 low = _mm512_set1_ps(activation.clamp ? activation.clamp_low : 0.0f);
+  const __m512 high = _mm512_set1_ps(activation.clamp ? activation.clamp_high : 0.0f);
+  const std::int64_t block_floats = count * kLanes;
+  for (std::int64_t t = 0; t < count; ++t) {
+    const float* src = blocked + t * kLanes;
+    float* dst = out + t * channels;
+    for (std::int64_t c0 = 0; c0 < channels; c0 += kLanes, src += block_floats) {
+      __m512 v = _mm512_loadu_ps(src);
+      if (activation.clamp) {
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), low);
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), high);
+      }
+      _mm512_mask_storeu_ps(dst + c0, channel_mask(channels - c0), v);
+    }
+  }
 }
 CGR_LANES_INTRINSICS_END
 #endif

@@ -17,6 +17,10 @@
 #include <immintrin.h>
 #endif
 
+namespace cgr::cpu::gemm {
+struct GemmActivation;
+}
+
 namespace cgr::cpu::lanes {
 
 inline constexpr std::int64_t kLanes = 16;
@@ -140,6 +144,19 @@ void planes_to_lanes(const float* in, std::int64_t plane, std::int64_t planes,
 // `plane` floats apart. AVX-512 only.
 void lanes_to_planes(const float* lanes, std::int64_t count, std::int64_t planes, float* out,
                      std::int64_t plane, std::int64_t point_stride = kLanes);
+
+// `count` points of a dense channels-last block (kLanes floats each) into channels [c0, c0 +
+// channels) of an NHWC output of `stride` channels (`out` at channel c0 of the first point),
+// clamped on the way where the activation is a ReLU or a Clip (the GEMM micro-kernels' clamp:
+// NaN passes, as in math::clip); any other activation is the caller's. AVX-512 only.
+void lanes_to_nhwc(const float* lanes, std::int64_t count, std::int64_t channels, float* out,
+                   std::int64_t stride, const gemm::GemmActivation& activation);
+
+// `count` points of an nChw16c result of `channels` channels (block b's lanes of point t at
+// (b * count + t) * kLanes) into NHWC points of `channels` floats: one pass over the output,
+// point by point, clamped on the way as lanes_to_nhwc does. AVX-512 only.
+void blocked_to_nhwc(const float* blocked, std::int64_t count, std::int64_t channels, float* out,
+                     const gemm::GemmActivation& activation);
 
 // The end of an epilogue on `count` points of a channels-last result (bias already in): lanes
 // [0, channels) out to planes `plane` floats apart, plus the residual (the same offsets, or

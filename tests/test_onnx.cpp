@@ -876,6 +876,16 @@ TEST_CASE("ONNX constant folding is bounded, and Concat and Squeeze check shapes
     const OnnxModel model = b.import();
     CHECK(model.network.layer_count() == 2);
     CHECK(model.network.desc(model.network.layer_output(0)).shape == Shape{0, 4});
+    // Empty, with other dims that multiply past int64: no strides are computed.
+    OnnxBuilder huge(13);
+    huge.input("x", {1, 1});
+    huge.floats("empty", {0, 1 << 30, 1 << 30, 1 << 30}, {});
+    huge.node("Add", {"x", "empty"}, {"s"}, "add");
+    huge.node("Relu", {"x"}, {"y"});
+    huge.output("y");
+    const OnnxModel huge_model = huge.import();
+    CHECK(huge_model.network.desc(huge_model.network.layer_output(0)).shape ==
+          Shape{0, 1 << 30, 1 << 30, 1 << 30});
   }
   SUBCASE("Concat of constants whose other dims differ") {
     OnnxBuilder b(13);

@@ -37,6 +37,15 @@ BroadcastGeometry broadcast_geometry(const Shape& out, const Shape& a, const Sha
     }
     return strides;
   };
+  BroadcastGeometry g;
+  if (out.numel() == 0) {
+    // Nothing to compute; the other dims of an empty shape may multiply past int64.
+    g.rank = 1;
+    g.count = 0;
+    g.out_dims[0] = 0;
+    g.a_strides[0] = g.b_strides[0] = 0;
+    return g;
+  }
   const std::vector<std::int64_t> sa = strides_of(a), sb = strides_of(b);
   // Dims of size 1 drop out; an outer dim merges into the one inside it when both operands
   // continue contiguously across the pair (or are both broadcast along it).
@@ -62,7 +71,6 @@ BroadcastGeometry broadcast_geometry(const Shape& out, const Shape& a, const Sha
     fail("broadcasting {} with {}: more than {} dims remain after merging", a.to_string(),
          b.to_string(), BroadcastGeometry::kMaxRank);
   }
-  BroadcastGeometry g;
   g.rank = static_cast<int>(dims.size());
   g.count = out.numel();
   for (int d = 0; d < g.rank; ++d) {

@@ -718,7 +718,9 @@ TEST_CASE("conv cpu: depthwise convs in channel lanes read and write NHWC with t
   // padding): MobileNet's 3x3 stride 2; stride 1 on an odd width (runs of 8, 2 and 1 outputs);
   // a padding wider than the kernel's reach (whole rows and columns of taps outside); a
   // dilated 3x3 and a 5x5 (the general taps); asymmetric padding. Channels no multiple of 16
-  // are copied into lanes: a 5x5 kernel, batch 2. NaN and Inf in the input.
+  // are copied into lanes: a 5x5 kernel, batch 2. NaN and Inf in the input. An output row's
+  // blocks are computed together, or in groups where the rows are few (14 rows of 6 blocks:
+  // two groups of 3; 13 rows of 3: groups of 2 and 1; 5 rows of 2: one block each).
   auto asymmetric = make_geometry(1, 32, 10, 11, 32, 3, 3, 2, 0, 1, 32);
   asymmetric.pad_top = 2;
   asymmetric.pad_right = 1;

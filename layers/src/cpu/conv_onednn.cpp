@@ -645,7 +645,8 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
           const gemm::GemmActivation on_copy =
               residual == nullptr ? gemm::gemm_activation(activation) : gemm::GemmActivation{};
           if (in_place == nullptr)
-            lanes::blocked_to_nhwc(result, points, g.out_channels, nhwc_rows, on_copy);
+            lanes::blocked_to_nhwc(result, points, g.out_channels, nhwc_rows, g.out_channels,
+                                   on_copy);
           // The residual (NHWC too) and the activation in place over the dense rows.
           const bool done = in_place == nullptr ? residual == nullptr && on_copy.other == nullptr
                                                 : residual == nullptr &&

@@ -200,13 +200,14 @@ CGR_LANES_INTRINSICS_END
 CGR_LANES_INTRINSICS_BEGIN
 __attribute__((target("avx512f"))) void blocked_to_nhwc(const float* blocked, std::int64_t count,
                                                         std::int64_t channels, float* out,
+                                                        std::int64_t stride,
                                                         const gemm::GemmActivation& activation) {
   const __m512 low = _mm512_set1_ps(activation.clamp ? activation.clamp_low : 0.0f);
   const __m512 high = _mm512_set1_ps(activation.clamp ? activation.clamp_high : 0.0f);
   const std::int64_t block_floats = count * kLanes;
   for (std::int64_t t = 0; t < count; ++t) {
     const float* src = blocked + t * kLanes;
-    float* dst = out + t * channels;
+    float* dst = out + t * stride;
     for (std::int64_t c0 = 0; c0 < channels; c0 += kLanes, src += block_floats) {
       __m512 v = _mm512_loadu_ps(src);
       if (activation.clamp) {

@@ -153,10 +153,10 @@ void lanes_to_nhwc(const float* lanes, std::int64_t count, std::int64_t channels
                    std::int64_t stride, const gemm::GemmActivation& activation);
 
 // `count` points of an nChw16c result of `channels` channels (block b's lanes of point t at
-// (b * count + t) * kLanes) into NHWC points of `channels` floats: one pass over the output,
+// (b * count + t) * kLanes) into NHWC points `stride` floats apart: one pass over the output,
 // point by point, clamped on the way as lanes_to_nhwc does. AVX-512 only.
 void blocked_to_nhwc(const float* blocked, std::int64_t count, std::int64_t channels, float* out,
-                     const gemm::GemmActivation& activation);
+                     std::int64_t stride, const gemm::GemmActivation& activation);
 
 // The end of an epilogue on `count` points of a channels-last result (bias already in): lanes
 // [0, channels) out to planes `plane` floats apart, plus the residual (the same offsets, or

@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -338,6 +341,43 @@ TEST_CASE("thread pool: queued tasks run highest priority first, oldest first am
   while (pool.run_one()) {
   }
   CHECK(order == std::vector<int>{4, 5, 2, 1, 3, 6});
+}
+
+TEST_CASE("thread pool: parallel_for gives the caller the first share of the chunks") {
+  // Two threads, eight chunks: shares [0, 4) for the caller, [4, 8) for the helper, each
+  // claimed front first. Chunk 0 waits until another chunk has started and chunks 4-7 until
+  // chunk 0 has (bounded: a broken split fails the checks instead of hanging), so the helper's
+  // first chunk and the caller's are each their share's front whatever the timing.
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::vector<std::thread::id> ran_by(8);
+  std::atomic<bool> zero_started{false}, other_started{false};
+  std::vector<int> helper_order;
+  std::mutex mutex;
+  const auto wait_for = [](const std::atomic<bool>& flag) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!flag.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+  };
+  pool.parallel_for(8, 1, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      ran_by[i] = std::this_thread::get_id();
+      if (i == 0) {
+        zero_started = true;
+        wait_for(other_started);
+      } else {
+        other_started = true;
+        if (i >= 4) wait_for(zero_started);
+      }
+      if (ran_by[i] != caller) {
+        const std::lock_guard lock(mutex);
+        helper_order.push_back(static_cast<int>(i));
+      }
+    }
+  });
+  CHECK(ran_by[0] == caller);
+  REQUIRE_FALSE(helper_order.empty());
+  CHECK(helper_order.front() == 4);
 }
 
 TEST_CASE("dag scheduler: of two ready branches, the longer estimated chain starts first") {

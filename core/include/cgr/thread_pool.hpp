@@ -5,9 +5,11 @@
 // Idle threads spin for a few tens of microseconds before sleeping, so work handed over between
 // short ops does not wait for a kernel wake-up.
 //
-// parallel_for splits [0, n) into chunks that are claimed atomically; the caller claims
-// chunks itself and then waits only for chunks other threads are already running, so nested
-// use from inside a task (an op splitting its work while other ops run) cannot deadlock.
+// parallel_for splits [0, n) into chunks that are claimed atomically, each participating
+// thread first from its own contiguous share (the caller's the first), then from the others';
+// the caller claims chunks itself and then waits only for chunks other threads are already
+// running, so nested use from inside a task (an op splitting its work while other ops run)
+// cannot deadlock.
 //
 // Queued tasks run highest priority first, in submission order among equals. The DAG
 // scheduler gives an op the estimated time of the longest chain it starts (list scheduling by

@@ -622,7 +622,7 @@ void ConvKernelCpu::run_pointwise_rows(const float* input, const float* residual
   const std::int64_t n_strips = gemm::ceil_div(g.out_channels, kernel.nr);
   // Items: row strips (points), each over every column strip, so a strip's A is packed once.
   const std::int64_t grain = std::max<std::int64_t>(
-      1, gemm::ceil_div(kTaskMacs, kernel.mr * group_k_ * n_strips * kernel.nr));
+      1, gemm::ceil_div(kRowsTaskMacs, kernel.mr * group_k_ * n_strips * kernel.nr));
   for (std::int64_t n = 0; n < g.batch; ++n) {
     const std::int64_t in_at = n * g.in_channels * points;
     const std::int64_t out_at = n * g.out_channels * points;

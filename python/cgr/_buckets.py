@@ -74,6 +74,7 @@ class BucketedEngine(_EngineBase):
         exit_outputs: Optional[Iterable[Union[str, Tuple[str, str]]]] = None,
         precision: str = "fp32",
         max_folded_elements: Optional[int] = None,
+        conv_algorithms: str = "heuristic",
     ) -> "BucketedEngine":
         """Imports an ONNX model once per bucket and builds an engine for each.
 
@@ -88,7 +89,8 @@ class BucketedEngine(_EngineBase):
         except (TypeError, ValueError):
             raise TypeError(f"buckets: a sequence of batch sizes, got {buckets!r}") from None
         arguments = _build_arguments(device, mode, exits, threshold, threads, input_shapes,
-                                     exit_outputs, precision, max_folded_elements)
+                                     exit_outputs, precision, max_folded_elements,
+                                     conv_algorithms)
         path = os.fspath(path)
         return cls(_cgr.BucketedEngine.from_file(path, sizes, arguments), path)
 
@@ -105,7 +107,8 @@ class BucketedEngine(_EngineBase):
         """The smallest bucket that holds `batch` (cgr.Error when none does)."""
         return int(self._native.bucket_for(int(batch)))
 
-    # inputs, outputs, exit_names, device, mode, exit_policy, threshold, threads: _EngineBase's
+    # inputs, outputs, exit_names, device, mode, exit_policy, threshold, threads, precision,
+    # conv_algorithms: _EngineBase's
     # (inputs and outputs per sample, without the batch dim).
 
     def _input_list(self) -> str:

@@ -138,6 +138,7 @@ def compile(
     threshold: float = 0.9,
     threads: int = 0,
     precision: str = "fp32",
+    conv_algorithms: str = "heuristic",
     opset: int = 17,
     keep_onnx: Optional[Union[str, os.PathLike]] = None,
 ) -> Engine:
@@ -148,7 +149,7 @@ def compile(
         the engine's exit policy ("off" | "all" | "early") and threshold its confidence.
     output_names / input_names: names of the returned tensors / forward's arguments (default:
         "output" or output0.., forward's parameter names).
-    device, mode, threads, precision: as Engine.from_onnx. opset: the ONNX opset to export (7-21; torch
+    device, mode, threads, precision, conv_algorithms: as Engine.from_onnx. opset: the ONNX opset to export (7-21; torch
         1.13 exports up to 17). keep_onnx: also write the exported model to this path.
     The module is exported in eval mode; nothing is left in the temporary folder.
     """
@@ -202,5 +203,6 @@ def compile(
             input_shapes={},
             exit_outputs=heads,
             precision=precision,
+            conv_algorithms=conv_algorithms,
         ),
     )

@@ -63,7 +63,7 @@ def _exit_outputs(exit_outputs) -> List[Tuple[str, str]]:
 
 
 def _build_arguments(device, mode, exits, threshold, threads, input_shapes, exit_outputs,
-                     precision="fp32", max_folded_elements=None):
+                     precision="fp32", max_folded_elements=None, conv_algorithms="heuristic"):
     args = _cgr.BuildArguments()
     args.device = device
     args.mode = mode
@@ -73,6 +73,10 @@ def _build_arguments(device, mode, exits, threshold, threads, input_shapes, exit
     if precision not in ("fp32", "tf32", "fp16", "bf16"):
         raise ValueError(f"precision: {precision!r} is not 'fp32', 'tf32', 'fp16' or 'bf16'")
     args.precision = precision
+    if conv_algorithms not in ("heuristic", "timed"):
+        raise ValueError(
+            f"conv_algorithms: {conv_algorithms!r} is not 'heuristic' or 'timed'")
+    args.time_conv_algorithms = conv_algorithms == "timed"
     args.input_shapes = {
         name: [int(d) for d in shape] for name, shape in (input_shapes or {}).items()
     }
@@ -296,6 +300,10 @@ class _EngineBase:
     def precision(self) -> str:
         return self._options["precision"]
 
+    @property
+    def conv_algorithms(self) -> str:
+        return self._options["conv_algorithms"]
+
     def _thread_context(self):
         context = getattr(self._contexts, "context", None)
         if context is None:
@@ -340,6 +348,7 @@ class Engine(_EngineBase):
         exit_outputs: Optional[Iterable[Union[str, Tuple[str, str]]]] = None,
         precision: str = "fp32",
         max_folded_elements: Optional[int] = None,
+        conv_algorithms: str = "heuristic",
     ) -> "Engine":
         """Imports an ONNX model (a path, or the model's bytes) and builds an engine.
 
@@ -353,7 +362,10 @@ class Engine(_EngineBase):
         cpu its storage rounding is emulated; cuda has fp32 and tf32);
         max_folded_elements: the most elements constant folding may build in the import, all
         folded nodes together (cgr::OnnxImportOptions::max_folded_elements; None: its default,
-        2^27): raise it for a model the import refuses for that reason.
+        2^27): raise it for a model the import refuses for that reason;
+        conv_algorithms: "heuristic" (cuDNN's choice, no runs at build) | "timed" (cuDNN runs its
+        candidates at build and the fastest is kept, as torch.backends.cudnn.benchmark does;
+        cgr::EngineOptions::time_conv_algorithms; no effect on the cpu).
         """
         arguments = dict(
             device=device,
@@ -365,6 +377,7 @@ class Engine(_EngineBase):
             exit_outputs=_exit_outputs(exit_outputs),
             precision=precision,
             max_folded_elements=max_folded_elements,
+            conv_algorithms=conv_algorithms,
         )
         if isinstance(path, (bytes, bytearray)):
             return cls._build(bytes(path), "ONNX model bytes", arguments)

@@ -176,6 +176,7 @@ struct BuildArguments {
   float threshold = 0.9f;
   int threads = 0;
   std::string precision = "fp32";
+  bool time_conv_algorithms = false;  // conv_algorithms="timed"
   std::map<std::string, std::vector<std::int64_t>> input_shapes;
   std::vector<std::pair<std::string, std::string>> exit_outputs;  // (output, speculate_until)
   std::int64_t max_folded_elements = 0;                           // 0: OnnxImportOptions' default
@@ -199,6 +200,7 @@ EngineOptions engine_options(const BuildArguments& args) {
   options.threshold = args.threshold;
   options.threads = args.threads;
   options.precision = parse_precision(args.precision);
+  options.time_conv_algorithms = args.time_conv_algorithms;
   return options;
 }
 
@@ -244,6 +246,7 @@ class EngineHandle {
     d["threshold"] = o.threshold;
     d["threads"] = o.threads;
     d["precision"] = std::string(to_string(o.precision));
+    d["conv_algorithms"] = o.time_conv_algorithms ? "timed" : "heuristic";
     return d;
   }
 
@@ -464,6 +467,7 @@ class BucketedEngineHandle {
     d["threshold"] = o.threshold;
     d["threads"] = o.threads;
     d["precision"] = std::string(to_string(o.precision));
+    d["conv_algorithms"] = o.time_conv_algorithms ? "timed" : "heuristic";
     return d;
   }
 
@@ -619,6 +623,7 @@ NB_MODULE(_cgr, m) {
       .def_rw("threshold", &BuildArguments::threshold)
       .def_rw("threads", &BuildArguments::threads)
       .def_rw("precision", &BuildArguments::precision)
+      .def_rw("time_conv_algorithms", &BuildArguments::time_conv_algorithms)
       .def_rw("input_shapes", &BuildArguments::input_shapes)
       .def_rw("exit_outputs", &BuildArguments::exit_outputs)
       .def_rw("max_folded_elements", &BuildArguments::max_folded_elements);

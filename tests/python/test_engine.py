@@ -41,6 +41,22 @@ def test_precision_rounds_like_the_format(two_branch, two_branch_onnx, image):
         cgr.Engine.from_onnx(two_branch_onnx, precision="half")
 
 
+def test_conv_algorithms_option_reaches_the_engine(two_branch, two_branch_onnx, image):
+    # "timed" is cuDNN's benchmark at build: on the cpu it is kept as asked and changes nothing.
+    want = two_branch(image).detach().numpy()
+    assert cgr.Engine.from_onnx(two_branch_onnx, threads=1).conv_algorithms == "heuristic"
+    timed = cgr.Engine.from_onnx(two_branch_onnx, threads=1, conv_algorithms="timed")
+    assert timed.conv_algorithms == "timed"
+    assert relative_error(timed(image.numpy())["logits"], want) <= 1e-5
+    compiled = cgr.compile(two_branch, image, threads=1, conv_algorithms="timed")
+    assert compiled.conv_algorithms == "timed"
+    bucketed = cgr.BucketedEngine.from_onnx(two_branch_onnx, buckets=[1], threads=1,
+                                            conv_algorithms="timed")
+    assert bucketed.conv_algorithms == "timed"
+    with pytest.raises(ValueError, match="conv_algorithms: 'fastest' is not"):
+        cgr.Engine.from_onnx(two_branch_onnx, conv_algorithms="fastest")
+
+
 def test_numpy_in_numpy_out(two_branch_engine, image):
     result = two_branch_engine(image.numpy())
     out = result["output"]

@@ -399,11 +399,11 @@ TEST_CASE("conv cpu gives the same bits for every thread count and FMA micro-ker
 
 TEST_CASE("conv cpu: oneDNN takes dense convs, matches a direct convolution, same bits per pool") {
   // Shapes that exercise conv_onednn.cpp's slicing: channel counts that are not multiples of
-  // 16; two output-channel slices, the last partial (weights over 1 MiB); row slices with a
-  // shorter last one; stride 2 with dilation 2 and asymmetric padding (each slice's halo);
-  // padding wider than the kernel's reach; batch 2 with a 5x5 kernel; fewer than 16 input
-  // channels. (Clip's ceiling is high
-  // enough that the tolerance, scaled by the largest output, holds for sums over K ~ 1000.)
+  // 16; two output-channel slices, the last partial (weights over 1 MiB); row slices of two
+  // heights (rows no multiple of the slices); stride 2 with dilation 2 and asymmetric padding
+  // (each slice's halo); padding wider than the kernel's reach; batch 2 with a 5x5 kernel;
+  // fewer than 16 input channels. (Clip's ceiling is high enough that the tolerance, scaled by
+  // the largest output, holds for sums over K ~ 1000.)
   std::vector<ConvGeometry> shapes = {
       finish(make_geometry(1, 24, 13, 29, 40, 3, 3, 1, 1)),
       finish(make_geometry(1, 128, 21, 30, 300, 3, 3, 1, 1)),

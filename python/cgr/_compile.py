@@ -149,8 +149,9 @@ def compile(
         the engine's exit policy ("off" | "all" | "early") and threshold its confidence.
     output_names / input_names: names of the returned tensors / forward's arguments (default:
         "output" or output0.., forward's parameter names).
-    device, mode, threads, precision, conv_algorithms: as Engine.from_onnx. opset: the ONNX opset to export (7-21; torch
-        1.13 exports up to 17). keep_onnx: also write the exported model to this path.
+    device, mode, threads, precision, conv_algorithms: as Engine.from_onnx. opset: the ONNX
+        opset to export (7-21; torch 1.13 exports up to 17). keep_onnx: also write the exported
+        model to this path.
     The module is exported in eval mode; nothing is left in the temporary folder.
     """
     import torch

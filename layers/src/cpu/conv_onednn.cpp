@@ -109,8 +109,9 @@ constexpr std::int64_t kMinTaskMacs = std::int64_t{1} << 21;
 // Whether `tasks` tasks may become twice as many: each new one carries kMinTaskMacs, or, for
 // the first split in two, half of that. A conv left as one task keeps a second thread idle;
 // MobileNet-v2's 192->64 1x1 conv at 14x14 (2.4M multiply-adds) took 0.050 ms as one task
-// and 0.029 as two at 2 threads. Past two, the bar stays high: four row slices of a 14-row
-// map (4, 4, 4, 2) share out 8:6 between two threads, 1.15x the time of two slices of 7.
+// and 0.029 as two at 2 threads. Past two, the bar stays high: with 1M throughout, its
+// 160->960 1x1 convs at 7x7 ran in slices of two rows (2, 2, 2, 1: measured before the slices
+// were even, see first_row) and took 1.14x the time.
 bool worth_splitting(std::int64_t total_macs, std::int64_t tasks) {
   return total_macs / (2 * tasks) >= (tasks == 1 ? kMinTaskMacs / 2 : kMinTaskMacs);
 }
@@ -237,10 +238,10 @@ struct OneDnnConv::Impl {
   // Output rows per slice: row_slices slices as even as rows go, rows in the taller ones (the
   // others one fewer), see first_row.
   std::int64_t rows = 0, row_slices = 0;
-  std::int64_t oc = 0, oc_slices = 0;     // output channels per slice (a multiple of 16)
-  std::int64_t input_slot = 0;            // floats of one row slice's input copy
-  std::int64_t output_slot = 0;           // floats of one task's result (NHWC or nChw16c)
-  std::int64_t scratchpad_slot = 0;       // bytes of a primitive's scratchpad (thread scratch)
+  std::int64_t oc = 0, oc_slices = 0;  // output channels per slice (a multiple of 16)
+  std::int64_t input_slot = 0;         // floats of one row slice's input copy
+  std::int64_t output_slot = 0;        // floats of one task's result (NHWC or nChw16c)
+  std::int64_t scratchpad_slot = 0;    // bytes of a primitive's scratchpad (thread scratch)
   // [row variant (0: a slice of `rows`, 1: of one fewer)][oc variant (0: full, 1: the last)]
   struct Variant {
     dnnl::convolution_forward::primitive_desc pd;

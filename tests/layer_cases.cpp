@@ -58,6 +58,23 @@ std::vector<LayerCase> layer_cases(const DeviceCopy& device_copy) {
                      Value y = n.conv2d(x, {.out_channels = 5, .kernel = 1}, "conv");
                      return n.clip(y, {0.0f, 6.0f}, "relu6");
                    }});
+  cases.push_back(
+      {"1x1 expansion + BatchNorm2d + Clip -> depthwise 3x3 stride 2 + BatchNorm2d + Clip (one op)",
+       image, [](Network& n, Value x) {
+         Value e = n.conv2d(x, {.out_channels = 32, .bias = false}, "expand");
+         e = n.clip(n.batch_norm2d(e, "expand.bn"), {0.0f, 6.0f}, "expand.clip");
+         Value d = n.conv2d(
+             e, {.out_channels = 32, .kernel = 3, .stride = 2, .padding = 1, .groups = 32}, "dw");
+         return n.clip(n.batch_norm2d(d, "dw.bn"), {0.0f, 6.0f}, "dw.clip");
+       }});
+  cases.push_back({"1x1 expansion + SiLU -> depthwise 5x5 + residual Add (one op, unbanded)",
+                   Shape{2, 16, 11, 13}, [](Network& n, Value x) {
+                     Value e = n.unary(n.conv2d(x, {.out_channels = 16}, "expand"),
+                                       UnaryParams::defaults(UnaryOp::silu), "expand.silu");
+                     Value d = n.conv2d(
+                         e, {.out_channels = 16, .kernel = 5, .padding = 2, .groups = 16}, "dw");
+                     return n.add(d, x, "add");
+                   }});
   cases.push_back({"Add + Sigmoid (fused)", image, [](Network& n, Value x) {
                      return n.unary(n.add(n.relu(x, "relu"), x, "add"),
                                     UnaryParams::defaults(UnaryOp::sigmoid), "sigmoid");

@@ -20,6 +20,7 @@
 #include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
 #include "cpu/depthwise_conv_cpu.hpp"
+#include "cpu/expanded_depthwise_cpu.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/linear_cpu.hpp"
 #include "cpu/matmul_cpu.hpp"
@@ -771,6 +772,101 @@ TEST_CASE("conv cpu: depthwise convs in channel lanes read and write NHWC with t
   }
 }
 
+TEST_CASE("conv cpu: an expansion fused before a depthwise conv gives the two convs' bits") {
+  // LayerOp::expansion: a 1x1 conv (+ activation) computed a few rows at a time as the
+  // depthwise conv reads them. Banded (AVX-512, no residual): the 1x1 conv's NHWC GEMM and the
+  // depthwise conv's NHWC row kernel, so the bits of the two convs run one after the other,
+  // whatever the layouts and the split: 48 channels (three column strips of 16) in two bands at
+  // two threads, in three channel groups at three; 64 (two strips of 32) in groups; a dilated
+  // 5x5 whose nine rows span the whole map, batch 2; a 30-row map whose window slides (chunks
+  // of 7 rows of 20 points). With a residual, or without AVX-512, the two convs run whole.
+  const ScopedEnv no_onednn("CGR_ONEDNN", "0");  // the reference's 1x1 conv on cgr's GEMM
+  const bool avx512 = std::string_view(gemm::best_kernel().name) == "avx512";
+  struct Case {
+    ConvGeometry depthwise;
+    std::int64_t in_channels;
+  };
+  const std::vector<Case> cases = {
+      {finish(make_geometry(1, 48, 13, 11, 48, 3, 3, 1, 1, 1, 48)), 8},
+      {finish(make_geometry(1, 64, 13, 11, 64, 3, 3, 2, 1, 1, 64)), 24},
+      {finish(make_geometry(2, 32, 9, 7, 32, 5, 5, 1, 4, 2, 32)), 5},
+      {finish(make_geometry(1, 96, 30, 20, 96, 3, 3, 2, 1, 1, 96)), 16},
+  };
+  const cgr::math::Activation clip{
+      .kind = cgr::math::ActivationKind::clip, .alpha = 0.0f, .beta = 6.0f};
+  const cgr::math::Activation silu{.kind = cgr::math::ActivationKind::unary,
+                                   .unary = cgr::math::UnaryOp::silu};
+  cgr::ThreadPool pool2(2), pool3(3);
+  std::uint32_t seed = 2600;
+  for (const Case& c : cases) {
+    const ConvGeometry& d = c.depthwise;
+    const ConvGeometry e = finish(
+        make_geometry(d.batch, c.in_channels, d.in_h, d.in_w, d.in_channels, 1, 1, 1, 0, 1, 1));
+    INFO(e.in_channels << " -> " << d.in_channels << " at " << d.in_h << "x" << d.in_w
+                       << ", kernel " << d.kernel_h << ", stride " << d.stride_h);
+    const auto input = random_values(input_size(e), seed++);
+    const auto nhwc_input = transpose_images(input, e.batch, e.in_channels, e.in_h * e.in_w, true);
+    const auto expansion_weight = random_values(weight_size(e), seed++);
+    const auto expansion_bias = random_values(static_cast<std::size_t>(e.out_channels), seed++);
+    const auto weight = random_values(weight_size(d), seed++);
+    const auto bias = random_values(static_cast<std::size_t>(d.out_channels), seed++);
+    const auto residual = random_values(output_size(d), seed++);
+    // The two convs one after the other, the expanded tensor NHWC where the GEMM writes it so.
+    ConvKernelCpu expansion(e, expansion_weight, expansion_bias);
+    ConvKernelCpu depthwise(d, weight, bias);
+    REQUIRE_FALSE(expansion.uses_onednn());
+    if (avx512) {
+      expansion.set_channels_last(false, true);
+      depthwise.set_channels_last(true, false);
+    }
+    for (const auto& [expansion_activation, activation] :
+         std::vector<std::pair<cgr::math::Activation, cgr::math::Activation>>{
+             {clip, clip}, {silu, kNoActivation}, {kNoActivation, silu}}) {
+      const auto expanded = run_conv(expansion, input, nullptr, expansion_activation, nullptr);
+      const auto expected = run_conv(depthwise, expanded, nullptr, activation, nullptr);
+      const auto expected_residual =
+          run_conv(depthwise, expanded, residual.data(), activation, nullptr);
+      auto run = [&](const cgr::cpu::ExpandedDepthwiseCpu& fused, const std::vector<float>& in,
+                     const float* res, cgr::ThreadPool* pool) {
+        std::vector<float> out(output_size(d), std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> workspace(fused.workspace_bytes() / sizeof(float) + 1,
+                                     std::numeric_limits<float>::quiet_NaN());
+        fused.run(in.data(), res, out.data(), workspace.data(), activation, pool);
+        return out;
+      };
+      for (const bool in_nhwc : {false, true}) {
+        for (const bool out_nhwc : {false, true}) {
+          INFO("NHWC input " << in_nhwc << ", NHWC output " << out_nhwc);
+          cgr::cpu::ExpandedDepthwiseCpu fused(e, expansion_weight, expansion_bias,
+                                               expansion_activation, d, weight, bias, false);
+          CHECK(fused.banded() == avx512);
+          if ((in_nhwc && !fused.channels_last_input()) ||
+              (out_nhwc && !fused.channels_last_output())) {
+            continue;
+          }
+          if (in_nhwc || out_nhwc) fused.set_channels_last(in_nhwc, out_nhwc);
+          for (cgr::ThreadPool* pool : {static_cast<cgr::ThreadPool*>(nullptr), &pool2, &pool3}) {
+            auto got = run(fused, in_nhwc ? nhwc_input : input, nullptr, pool);
+            if (out_nhwc)
+              got = transpose_images(got, d.batch, d.out_channels, d.out_h * d.out_w, false);
+            CHECK(same_bits(got, expected));
+          }
+        }
+      }
+      const cgr::cpu::ExpandedDepthwiseCpu with_residual(
+          e, expansion_weight, expansion_bias, expansion_activation, d, weight, bias, true);
+      CHECK_FALSE(with_residual.banded());
+      CHECK(same_bits(run(with_residual, input, residual.data(), &pool2), expected_residual));
+    }
+  }
+  // An expansion must be a 1x1 conv feeding the depthwise conv.
+  const ConvGeometry d = finish(make_geometry(1, 16, 5, 5, 16, 3, 3, 1, 1, 1, 16));
+  const ConvGeometry wrong = finish(make_geometry(1, 4, 5, 5, 32, 1, 1, 1, 0, 1, 1));
+  CHECK_THROWS_WITH_AS(cgr::cpu::ExpandedDepthwiseCpu(wrong, std::vector<float>(128), {}, {}, d,
+                                                      std::vector<float>(144), {}, false),
+                       doctest::Contains("is a depthwise conv's input"), cgr::Error);
+}
+
 TEST_CASE("conv cpu: 1x1 convs on cgr's GEMM read and write NHWC with the NCHW path's bits") {
   if (std::string_view(gemm::best_kernel().name) != "avx512") {
     MESSAGE("skipped: no AVX-512 GEMM kernel on this CPU (the channels-last path's condition)");
@@ -898,9 +994,10 @@ TEST_CASE("CPU layout plan: an inverted residual block stays NHWC, its residual 
   using namespace cgr;
   const bool expect_onednn = onednn_expected();
   // MobileNet-v2's block on 14x14: h = stem(x); e = clip(1x1 64->384, h); d = clip(depthwise
-  // e); p = 1x1 384->64 (d) + h; r = 1x1 (p). oneDNN's 1x1 convs and the depthwise conv's
-  // channel lanes read and write NHWC, p's residual h with p: h, e, d, p channels-last. With a
-  // global average pool reading p (NCHW only), p is NCHW and so is h, tied to it: e, d left.
+  // e); p = 1x1 384->64 (d) + h; r = 1x1 (p). The expansion e is fused into the depthwise op,
+  // which reads h and writes d NHWC, as oneDNN's 1x1 convs do, p's residual h with p: h, d, p
+  // channels-last. With a global average pool reading p (NCHW only), p is NCHW and so is h,
+  // tied to it: d left.
   for (const bool pooled : {false, true}) {
     INFO("pool reads p: " << pooled);
     Network net;
@@ -920,7 +1017,7 @@ TEST_CASE("CPU layout plan: an inverted residual block stays NHWC, its residual 
       REQUIRE(setenv("CGR_CPU_CHANNELS_LAST", plan, 1) == 0);
       const Engine engine = Engine::build(net, weights, options);
       unsetenv("CGR_CPU_CHANNELS_LAST");
-      const int expected = !expect_onednn || std::string_view(plan) == "0" ? 0 : pooled ? 2 : 4;
+      const int expected = !expect_onednn || std::string_view(plan) == "0" ? 0 : pooled ? 1 : 3;
       CHECK(engine.info().channels_last_values == expected);
       return engine.create_context().infer({{"x", image}});
     };
@@ -938,6 +1035,74 @@ TEST_CASE("CPU layout plan: an inverted residual block stays NHWC, its residual 
       if (first.empty()) first = got;
       CHECK(got == first);  // dag and eager, any thread count: the same bits
     }
+  }
+}
+
+TEST_CASE("lowering: a 1x1 conv only a depthwise conv reads becomes its expansion, one op") {
+  using namespace cgr;
+  // MobileNet-v2's block: h = stem(x); e = clip(bn(1x1 16->64 (h))); d = clip(bn(depthwise e));
+  // y = bn(1x1 64->16 (d)) + h. The expansion (conv, bn, clip) joins the depthwise op; its
+  // output e exists no more. Not when e is read elsewhere too (an output), nor at a reduced
+  // precision, whose storage rounding applies to every op's output.
+  auto make = [](bool expanded_is_output) {
+    Network net;
+    const Value x = net.input("x", {1, 16, 14, 14});
+    const Value h = net.relu(net.conv2d(x, {.out_channels = 16}, "stem"), "stem.relu");
+    const Value e = net.clip(
+        net.batch_norm2d(net.conv2d(h, {.out_channels = 64, .bias = false}, "expand"), "e.bn"),
+        {0.0f, 6.0f}, "e.clip");
+    const Value d = net.clip(
+        net.batch_norm2d(
+            net.conv2d(e, {.out_channels = 64, .kernel = 3, .padding = 1, .groups = 64}, "dw"),
+            "dw.bn"),
+        {0.0f, 6.0f}, "dw.clip");
+    net.output("y",
+               net.add(net.batch_norm2d(net.conv2d(d, {.out_channels = 16}, "project"), "p.bn"), h,
+                       "add"));
+    if (expanded_is_output) net.output("e", e);
+    return net;
+  };
+  const Network net = make(false);
+  const Weights weights = models::random_weights(net, 31);
+  const auto image = test::random_vector(16 * 14 * 14, 32);
+  auto kinds = [](const Engine& engine) {
+    std::vector<std::string> result;
+    for (const OpInfo& op : engine.op_infos())
+      result.push_back(op.kind);
+    return result;
+  };
+  const Engine fused = Engine::build(net, weights, {.threads = 2});
+  CHECK(kinds(fused) == std::vector<std::string>{"Conv2d+ReLU",
+                                                 "Conv2d+BatchNorm2d+Clip+Conv2d+BatchNorm2d+Clip",
+                                                 "Conv2d+BatchNorm2d+Add"});
+  CHECK(fused.op_infos()[1].input_shapes == std::vector<Shape>{Shape{1, 16, 14, 14}});
+  CHECK(fused.op_names()[1] == "expand+e.bn+e.clip+dw+dw.bn+dw.clip");
+  const Engine unfused = Engine::build(make(true), weights, {.threads = 2});
+  CHECK(unfused.info().ops == 4);
+  CHECK(Engine::build(net, weights, {.precision = Precision::bf16}).info().ops == 4);
+
+  // Against the layers one by one (nothing fused): the sums in another order.
+  const std::vector<float> reference = Engine::build(net, weights, {.threads = 1, .fuse = false})
+                                           .create_context()
+                                           .infer({{"x", image}})
+                                           .output("y")
+                                           .to_vector();
+  double scale = 0.0;
+  for (const float v : reference)
+    scale = std::max(scale, std::abs(double{v}));
+  const std::vector<float> got =
+      fused.create_context().infer({{"x", image}}).output("y").to_vector();
+  CHECK(worst_error(got, reference) <= 1e-5 * scale);
+  CHECK(worst_error(unfused.create_context().infer({{"x", image}}).output("y").to_vector(),
+                    reference) <= 1e-5 * scale);
+  // dag and eager, any thread count: the same bits.
+  for (const EngineOptions& options :
+       {EngineOptions{.mode = Mode::eager, .threads = 1}, EngineOptions{.threads = 3}}) {
+    CHECK(Engine::build(net, weights, options)
+              .create_context()
+              .infer({{"x", image}})
+              .output("y")
+              .to_vector() == got);
   }
 }
 

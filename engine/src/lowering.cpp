@@ -2,7 +2,8 @@
 // output, binds weights by name (reporting every missing, unexpected or mis-shaped one at
 // once), and fuses chains the kernels run in one pass:
 //   Conv2d [-> BatchNorm2d] [-> Add(residual)] [-> activation] [-> Mul(squeeze-excitation)],
-//   Add -> activation,   and   GlobalAvgPool -> Flatten / Reshape -> Linear (a pooled input),
+//   Add -> activation,   GlobalAvgPool -> Flatten / Reshape -> Linear (a pooled input),   and
+//   Conv2d 1x1 [-> BatchNorm2d] [-> activation] -> depthwise Conv2d (an expansion prologue),
 // where each fused intermediate value is read only by the next layer and is not an output,
 // and an activation is a ReLU, LeakyReLU, Clip or Unary layer (SiLU, HardSwish, Sigmoid, ...).
 // A BatchNorm2d is folded into the weights of the conv before it; a residual Add, an
@@ -96,6 +97,14 @@ std::optional<math::Activation> activation_of(const Layer& layer) {
                             .beta = unary->params().beta};
   }
   return std::nullopt;
+}
+
+// A convolution that is a GEMM over channels: kernel 1, stride 1, no padding, one group.
+bool pointwise(const Conv2d& conv) {
+  const Conv2dGeometry& g = conv.geometry();
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.pad_top == 0 && g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 &&
+         g.groups == 1;
 }
 
 // The tensor a squeeze-excitation Mul scales by `gate`: when layer `mul` multiplies an
@@ -243,16 +252,15 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
       }
     }
 
-    const EpilogueSupport supported = executing->supported_epilogue();
     Epilogue& epilogue = layer_op.epilogue;
     int next = sole_consumer(out);
-    if (const auto* conv = layer_cast<Conv2d>(layer)) {
-      // The conv's weights as its executables take them: a following BatchNorm folded in.
-      layer_op.folded_weight.assign(bound[i].at("weight")->f32().begin(),
-                                    bound[i].at("weight")->f32().end());
-      if (conv->params().bias) {
-        layer_op.folded_bias.assign(bound[i].at("bias")->f32().begin(),
-                                    bound[i].at("bias")->f32().end());
+    // A conv's weights as its executables take them: a following BatchNorm folded in.
+    auto fold_conv = [&](int conv) {
+      const LayerWeights& w = bound[conv];
+      layer_op.folded_weight.assign(w.at("weight")->f32().begin(), w.at("weight")->f32().end());
+      layer_op.folded_bias.clear();
+      if (w.contains("bias")) {
+        layer_op.folded_bias.assign(w.at("bias")->f32().begin(), w.at("bias")->f32().end());
       }
       if (next >= 0) {
         if (const auto* bn = layer_cast<BatchNorm2d>(net.layer(next))) {
@@ -261,7 +269,31 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
           next = sole_consumer(out);
         }
       }
+    };
+    if (const auto* conv = layer_cast<Conv2d>(layer)) {
+      fold_conv(i);
+      // A 1x1 conv [+ activation] whose result only a depthwise conv reads: an expansion
+      // prologue of that conv (LayerOp::expansion). fp32 only: the reduced precisions round
+      // every op's output, and the expanded tensor would no longer be one.
+      if (pointwise(*conv) && next >= 0 && engine.options.precision == Precision::fp32) {
+        const std::optional<math::Activation> activation = activation_of(net.layer(next));
+        const int depthwise = activation ? sole_consumer(net.layer_output(next)) : next;
+        if (depthwise >= 0 && layer_cast<Conv2d>(net.layer(depthwise)) != nullptr &&
+            net.layer(depthwise).supported_epilogue().expanded_input) {
+          if (activation) absorb(next);
+          layer_op.expansion = {.layer = &layer,
+                                .weight = std::move(layer_op.folded_weight),
+                                .bias = std::move(layer_op.folded_bias),
+                                .activation = activation.value_or(math::Activation{})};
+          absorb(depthwise);
+          executing = &net.layer(depthwise);
+          executing_index = depthwise;
+          next = sole_consumer(out);
+          fold_conv(depthwise);
+        }
+      }
     }
+    const EpilogueSupport supported = executing->supported_epilogue();
     if (supported.residual && next >= 0 && layer_cast<Add>(net.layer(next)) != nullptr) {
       const auto& add_inputs = net.layer_inputs(next);
       // Both operands the same value (x + x) cannot become op + residual.
@@ -283,7 +315,8 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
         }
       }
     }
-    if (supported.channel_gate && !epilogue.residual && next >= 0) {
+    if (supported.channel_gate && !epilogue.residual && layer_op.expansion.layer == nullptr &&
+        next >= 0) {
       if (const auto scaled = gated_tensor(net, next, out)) {
         op.inputs.push_back(scaled->id);
         epilogue.gated_plane = net.desc(*scaled).shape[2] * net.desc(*scaled).shape[3];

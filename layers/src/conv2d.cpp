@@ -1,14 +1,15 @@
 // Conv2d: shape inference, the geometry, and the CPU kernel (im2col + blocked GEMM in
-// cpu/conv_cpu.cpp).
+// cpu/conv_cpu.cpp; with an expansion before it, cpu/expanded_depthwise_cpu.cpp).
 #include "cgr/layers/conv2d.hpp"
 
 #include <algorithm>
 
 #include "cgr/error.hpp"
 #include "cgr/layers/element_math.hpp"
-#include "cgr/thread_pool.hpp"
 #include "cgr/layers/spatial.hpp"
+#include "cgr/thread_pool.hpp"
 #include "cpu/conv_cpu.hpp"
+#include "cpu/expanded_depthwise_cpu.hpp"
 
 namespace cgr {
 
@@ -16,11 +17,14 @@ CGR_REGISTER_LAYER_KIND(Conv2d);
 
 namespace {
 
+// Conv: cpu::ConvKernelCpu, or cpu::ExpandedDepthwiseCpu with an expansion (never with a
+// squeeze-excitation gate: the engine fuses none after one).
+template <typename Conv>
 class Conv2dCpuKernel final : public CpuKernel {
  public:
-  Conv2dCpuKernel(const Conv2dGeometry& geometry, std::span<const float> weight,
-                  std::span<const float> bias, const Epilogue& epilogue)
-      : conv_(geometry, weight, bias),
+  template <typename... ConvArgs>
+  Conv2dCpuKernel(const Conv2dGeometry& geometry, const Epilogue& epilogue, ConvArgs&&... conv_args)
+      : conv_(std::forward<ConvArgs>(conv_args)...),
         epilogue_(epilogue),
         gates_(geometry.batch * geometry.out_channels),
         // The gate follows the im2col panel in the workspace, 64-byte aligned.
@@ -75,7 +79,7 @@ class Conv2dCpuKernel final : public CpuKernel {
   }
 
  private:
-  cpu::ConvKernelCpu conv_;
+  Conv conv_;
   Epilogue epilogue_;
   std::int64_t gates_;
   std::size_t gate_offset_;
@@ -163,8 +167,21 @@ OpCost Conv2d::cost() const {
 }
 
 std::unique_ptr<CpuKernel> Conv2d::make_cpu_kernel(const LayerOp& op) const {
-  return std::make_unique<Conv2dCpuKernel>(geometry_, op.folded_weight, op.folded_bias,
-                                           op.epilogue);
+  if (op.expansion.layer != nullptr) {
+    const auto* expansion = layer_cast<Conv2d>(*op.expansion.layer);
+    if (expansion == nullptr) {
+      fail("Conv2d '{}': its expansion '{}' is a {}, not a Conv2d", name(),
+           op.expansion.layer->name(), op.expansion.layer->kind());
+    }
+    if (op.epilogue.gated_plane > 0) {
+      fail("Conv2d '{}': a squeeze-excitation gate after an expansion is not fused", name());
+    }
+    return std::make_unique<Conv2dCpuKernel<cpu::ExpandedDepthwiseCpu>>(
+        geometry_, op.epilogue, expansion->geometry(), op.expansion.weight, op.expansion.bias,
+        op.expansion.activation, geometry_, op.folded_weight, op.folded_bias, op.epilogue.residual);
+  }
+  return std::make_unique<Conv2dCpuKernel<cpu::ConvKernelCpu>>(geometry_, op.epilogue, geometry_,
+                                                               op.folded_weight, op.folded_bias);
 }
 
 }  // namespace cgr

@@ -252,7 +252,7 @@ std::vector<float> run_registered_op(const cgr::Layer& layer, const std::vector<
                                      cudaStream_t stream) {
   const cgr::cuda::GpuOpFactory* factory = cgr::cuda::find_gpu_op(layer.kind());
   REQUIRE(factory != nullptr);
-  const cgr::LayerOp op{&layer, {}, {}, {}, {}};
+  const cgr::LayerOp op{&layer, {}, {}, {}, {}, 0, {}};
   const std::unique_ptr<cgr::cuda::GpuOp> gpu =
       (*factory)(cgr::cuda::GpuOpBuild{op, false, nullptr});
   const DeviceArray<float> dx(x);
@@ -317,7 +317,9 @@ TEST_CASE("GPU Conv2d without a residual: an output buffer full of NaN does not 
         bias,
         {.residual = false,
          .activation = relu ? cgr::math::Activation{.kind = cgr::math::ActivationKind::relu}
-                            : cgr::math::Activation{}}};
+                            : cgr::math::Activation{}},
+        0,
+        {}};
     const auto gpu =
         (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{op, false, cudnn});
     REQUIRE(gpu->zero_bytes() == cpu.values.size() * sizeof(float));
@@ -365,7 +367,7 @@ TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, con
       {
         INFO("two computed operands");
         const cgr::Binary layer("f", cgr::TensorDesc{"a", as}, cgr::TensorDesc{"b", bs}, op);
-        const cgr::LayerOp lop{&layer, {}, {}, {}, {}};
+        const cgr::LayerOp lop{&layer, {}, {}, {}, {}, 0, {}};
         const auto gpu =
             (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
         dy.poison();
@@ -378,7 +380,7 @@ TEST_CASE("GPU Binary (the registered op) matches the CPU layer: broadcasts, con
         INFO("b a constant (uploaded when the op is made)");
         const cgr::Binary layer("f", cgr::TensorDesc{"a", as}, op, cgr::BinaryConstant{bs});
         const cgr::Tensor constant(bs, b);
-        const cgr::LayerOp lop{&layer, {{"constant", &constant}}, {}, {}, {}};
+        const cgr::LayerOp lop{&layer, {{"constant", &constant}}, {}, {}, {}, 0, {}};
         const auto gpu =
             (*cgr::cuda::find_gpu_op(layer.kind()))(cgr::cuda::GpuOpBuild{lop, false, nullptr});
         dy.poison();

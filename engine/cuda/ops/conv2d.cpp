@@ -5,14 +5,19 @@
 // squeeze-excitation Mul (Epilogue::gated_plane) keeps the conv's N x C x 1 x 1 result in the
 // workspace as the gate and scales the op's last input by it with cgr's broadcast kernel. The
 // legacy API is deprecated in cuDNN 9 but works and is captured by the major frameworks; it stays
-// behind this one op so the backend API can replace it.
+// behind this one op so the backend API can replace it. A depthwise conv with an expansion
+// fused before it (LayerOp::expansion) is two such convs, the expanded tensor in the workspace.
 //
 // Descriptors, algorithm and workspace size are fixed when the op is made (the algorithm by
 // cuDNN's heuristic, or by timing the candidates on the device when the engine asks for it);
 // enqueue() only binds the stream and issues the call, so it can be captured. cuDNN's legacy API
 // pads symmetrically: an asymmetric padding is applied by cgr's pad kernel (pad2d.cu) into the op's
 // workspace first, and the convolution then runs unpadded.
+#include <algorithm>
+#include <array>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "activation.hpp"
@@ -55,21 +60,23 @@ bool math_allowed(cudnnMathType_t math, bool allow_tf32) {
   return allow_tf32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
 }
 
-int to_int(std::int64_t value, const Conv2d& conv) {
+int to_int(std::int64_t value, std::string_view conv) {
   if (value < 0 || value > (std::int64_t{1} << 31) - 1) {
-    fail("Conv2d '{}': size {} does not fit cuDNN's int parameters", conv.name(), value);
+    fail("Conv2d '{}': size {} does not fit cuDNN's int parameters", conv, value);
   }
   return static_cast<int>(value);
 }
 
+// One convolution (`name` the layer's, for messages) of geometry g with its folded weight and
+// bias and its epilogue.
 class CudnnConvOp final : public GpuOp {
  public:
-  CudnnConvOp(const Conv2d& conv, const LayerOp& op, const GpuOpBuild& options)
-      : residual_(op.epilogue.residual), activation_after_(op.epilogue.activation) {
-    const bool relu = op.epilogue.relu();
+  CudnnConvOp(std::string_view name, const Conv2dGeometry& g, std::span<const float> weight,
+              std::span<const float> bias, const Epilogue& epilogue, const GpuOpBuild& options)
+      : residual_(epilogue.residual), activation_after_(epilogue.activation) {
+    const bool relu = epilogue.relu();
     if (relu) activation_after_ = {};
-    const Conv2dGeometry& g = conv.geometry();
-    auto i = [&](std::int64_t v) { return to_int(v, conv); };
+    auto i = [&](std::int64_t v) { return to_int(v, name); };
 
     // Asymmetric padding: pad into the workspace, then convolve unpadded.
     explicit_pad_ = !(g.pad_top == g.pad_bottom && g.pad_left == g.pad_right);
@@ -115,15 +122,15 @@ class CudnnConvOp final : public GpuOp {
     CGR_CUDNN_CHECK(
         cudnnGetConvolution2dForwardOutputDim(conv_.handle, x_.handle, w_.handle, &n, &c, &h, &w));
     if (n != g.batch || c != g.out_channels || h != g.out_h || w != g.out_w) {
-      fail("Conv2d '{}': cuDNN computes an output of {}x{}x{}x{}, cgr {}", conv.name(), n, c, h, w,
-           conv.output().shape.to_string());
+      fail("Conv2d '{}': cuDNN computes an output of {}x{}x{}x{}, cgr {}x{}x{}x{}", name, n, c, h,
+           w, g.batch, g.out_channels, g.out_h, g.out_w);
     }
     CGR_CUDNN_CHECK(cudnnCreateActivationDescriptor(&activation_.handle));
     CGR_CUDNN_CHECK(cudnnSetActivationDescriptor(
         activation_.handle, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
         CUDNN_PROPAGATE_NAN, 0.0));
 
-    weight_ = std::make_unique<DeviceFloats>(op.folded_weight);
+    weight_ = std::make_unique<DeviceFloats>(weight);
     // The fused call accepts IDENTITY only with IMPLICIT_PRECOMP_GEMM. With ReLU: by default
     // cuDNN's heuristic choice among the GEMM algorithms (no runs on the device: the engine may
     // be built under load; Winograd and FFT round differently from a direct convolution);
@@ -148,17 +155,17 @@ class CudnnConvOp final : public GpuOp {
     CGR_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(options.cudnn, x_.handle, w_.handle,
                                                             conv_.handle, y_.handle, algorithm_,
                                                             &cudnn_workspace_));
-    if (op.epilogue.gated_plane > 0) {
+    if (epilogue.gated_plane > 0) {
       // The gate after cuDNN's workspace, 256-byte aligned like every arena offset.
       gate_offset_ = padded_bytes_ + (cudnn_workspace_ + 255) / 256 * 256;
       gate_bytes_ = (output_bytes_ + 255) / 256 * 256;
       const std::int64_t planes = g.batch * g.out_channels;
-      gate_geometry_ = broadcast_geometry(Shape{planes, op.epilogue.gated_plane},
-                                          Shape{planes, op.epilogue.gated_plane}, Shape{planes, 1});
+      gate_geometry_ = broadcast_geometry(Shape{planes, epilogue.gated_plane},
+                                          Shape{planes, epilogue.gated_plane}, Shape{planes, 1});
     }
 
     // The fused call needs a bias: zeros when the conv has none and no BatchNorm was folded.
-    std::vector<float> full_bias(op.folded_bias.begin(), op.folded_bias.end());
+    std::vector<float> full_bias(bias.begin(), bias.end());
     full_bias.resize(static_cast<std::size_t>(g.out_channels), 0.0f);
     bias_ = std::make_unique<DeviceFloats>(full_bias);
   }
@@ -245,8 +252,64 @@ class CudnnConvOp final : public GpuOp {
   std::unique_ptr<DeviceFloats> weight_, bias_;
 };
 
+// A depthwise conv with its expansion fused before it (LayerOp::expansion): the 1x1 conv (its
+// activation after it) into the op's workspace, then the depthwise conv from there. The same
+// two cuDNN calls as unfused, in one op; the CPU computes the expanded tensor in bands instead.
+class ExpandedConvOp final : public GpuOp {
+ public:
+  ExpandedConvOp(const Conv2d& expansion, const Conv2d& depthwise, const LayerOp& op,
+                 const GpuOpBuild& options)
+      : expansion_(expansion.name(), expansion.geometry(), op.expansion.weight, op.expansion.bias,
+                   Epilogue{.activation = op.expansion.activation}, options),
+        depthwise_(depthwise.name(), depthwise.geometry(), op.folded_weight, op.folded_bias,
+                   op.epilogue, options) {
+    const Conv2dGeometry& e = expansion.geometry();
+    expanded_bytes_ =
+        (static_cast<std::size_t>(e.batch * e.out_channels * e.out_h * e.out_w) * sizeof(float) +
+         255) /
+        256 * 256;
+  }
+  std::size_t workspace_bytes() const override {
+    return expanded_bytes_ + std::max(expansion_.workspace_bytes(), depthwise_.workspace_bytes());
+  }
+  std::size_t zero_bytes() const override {
+    return std::max(expansion_.zero_bytes(), depthwise_.zero_bytes());
+  }
+  void enqueue(cudaStream_t stream, const GpuBuffers& b, const LibraryHandles& h) const override {
+    auto* expanded = static_cast<float*>(b.workspace);
+    void* rest = static_cast<unsigned char*>(b.workspace) + expanded_bytes_;
+    // Two entries, one bound: the expansion reads no residual.
+    const std::array<const float*, 2> expansion_inputs{b.inputs[0], nullptr};
+    expansion_.enqueue(stream,
+                       GpuBuffers{std::span<const float* const>(expansion_inputs.data(), 1),
+                                  expanded, rest, b.zeros},
+                       h);
+    // The depthwise conv's inputs: the expanded tensor, then the op's others (a residual).
+    std::array<const float*, 2> inputs{expanded, b.inputs.size() > 1 ? b.inputs[1] : nullptr};
+    depthwise_.enqueue(stream,
+                       GpuBuffers{std::span<const float* const>(
+                                      inputs.data(), std::min<std::size_t>(b.inputs.size(), 2)),
+                                  b.output, rest, b.zeros},
+                       h);
+  }
+
+ private:
+  CudnnConvOp expansion_, depthwise_;
+  std::size_t expanded_bytes_ = 0;
+};
+
 std::unique_ptr<GpuOp> make_conv(const Conv2d& conv, const GpuOpBuild& build) {
-  return std::make_unique<CudnnConvOp>(conv, build.op, build);
+  const LayerOp& op = build.op;
+  if (op.expansion.layer != nullptr) {
+    const auto* expansion = layer_cast<Conv2d>(*op.expansion.layer);
+    if (expansion == nullptr || op.epilogue.gated_plane > 0) {
+      fail("Conv2d '{}': the CUDA backend fuses only a Conv2d expansion, without a gate after",
+           conv.name());
+    }
+    return std::make_unique<ExpandedConvOp>(*expansion, conv, op, build);
+  }
+  return std::make_unique<CudnnConvOp>(conv.name(), conv.geometry(), op.folded_weight,
+                                       op.folded_bias, op.epilogue, build);
 }
 
 const GpuOpRegistration<Conv2d> conv_op(make_conv);

@@ -55,6 +55,8 @@ class ConvKernelCpu {
                                    : pointwise_rows_ != nullptr;
   }
   bool channels_last_residual() const { return onednn_ != nullptr || pointwise_rows_ != nullptr; }
+  // The depthwise kernel, where one input channel per group makes this a depthwise conv.
+  const DepthwiseConvCpu* depthwise() const { return depthwise_.get(); }
   void set_channels_last(bool input, bool output);
 
   // Bytes of scratch one run needs (the im2col panel); the caller provides it (the memory

@@ -62,8 +62,7 @@ constexpr std::int64_t kLaneTaskMacs = std::int64_t{1} << 15;
 constexpr std::int64_t kLanes = 16;
 // Output points per strip of the channel-lane path: its two 16-lane buffers fill 32 KiB.
 constexpr std::int64_t kStripPoints = 256;
-// The most taps (kernel_h x kernel_w) the NHWC path without copies takes.
-constexpr std::int64_t kMaxNhwcTaps = 64;
+constexpr std::int64_t kMaxNhwcTaps = DepthwiseConvCpu::kMaxNhwcTaps;
 // Items the NHWC path makes at least (DepthwiseConvCpu::run_nhwc), for a few threads.
 constexpr std::int64_t kMinNhwcItems = 16;
 
@@ -360,31 +359,25 @@ __attribute__((target("avx512f"))) void nhwc_taps_run(const float** taps, std::i
   }
 }
 
-// Output row oh of `blocks` blocks of 16 channels from c0 of an NHWC image (`image`: the
-// image's first point, channel c0) into result[(b * out_w + ow) * 16 + lane] (block b's
-// weights and bias 16 taps and 16 floats after the last block's): with a 3-wide kernel
-// through taps_row3; otherwise block by block, the columns whose every tap lies inside the
-// image ([ow_lo, ow_hi), ow_lo <= ow_hi <= out_w) eight at a time, the others one at a time
-// with their padding taps zero.
-__attribute__((target("avx512f"))) void nhwc_taps_row(const float* image, const Conv2dGeometry& g,
-                                                      std::int64_t oh, std::int64_t ow_lo,
+// One output row of `blocks` blocks of 16 channels from c0 of NHWC input rows (`rows`: per
+// kernel row, the input row's first point at channel c0, or null for a row in the padding)
+// into result[(b * out_w + ow) * 16 + lane] (block b's weights and bias 16 taps and 16 floats
+// after the last block's): with a 3-wide kernel through taps_row3; otherwise block by block,
+// the columns whose every tap lies inside the image ([ow_lo, ow_hi), ow_lo <= ow_hi <= out_w)
+// eight at a time, the others one at a time with their padding taps zero.
+__attribute__((target("avx512f"))) void nhwc_taps_row(const float* const* rows,
+                                                      const Conv2dGeometry& g, std::int64_t ow_lo,
                                                       std::int64_t ow_hi, std::int64_t blocks,
                                                       const float* weight, const float* bias,
                                                       float* result) {
   const std::int64_t c = g.in_channels;
   const std::int64_t step = g.stride_w * c;
   const std::int64_t tap_count = g.kernel_h * g.kernel_w;
-  const float* rows[kMaxNhwcTaps];  // per kernel row: the input row, or null in the padding
   bool any_padding_row = false;
-  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-    const bool inside = ih >= 0 && ih < g.in_h;
-    rows[kh] = inside ? image + ih * g.in_w * c : nullptr;
-    any_padding_row = any_padding_row || !inside;
-  }
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
+    any_padding_row = any_padding_row || rows[kh] == nullptr;
   // A 3-wide kernel at column stride 1 or 2 (MobileNet's and most depthwise layers).
   if (g.kernel_w == 3 && g.dilation_w == 1 && (g.stride_w == 1 || g.stride_w == 2)) {
-    const std::int64_t c = g.in_channels;
     if (g.stride_w == 1) {
       return taps_row3<1>(rows, c, g.in_w, g.pad_left, g.out_w, g.kernel_h, blocks, weight, bias,
                           result);
@@ -393,7 +386,10 @@ __attribute__((target("avx512f"))) void nhwc_taps_row(const float* image, const 
                         result);
   }
   for (std::int64_t b = 1; b < blocks; ++b) {
-    nhwc_taps_row(image + b * kLanes, g, oh, ow_lo, ow_hi, 1, weight + b * tap_count * kLanes,
+    const float* block_rows[kMaxNhwcTaps];
+    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
+      block_rows[kh] = rows[kh] != nullptr ? rows[kh] + b * kLanes : nullptr;
+    nhwc_taps_row(block_rows, g, ow_lo, ow_hi, 1, weight + b * tap_count * kLanes,
                   bias != nullptr ? bias + b * kLanes : nullptr, result + b * g.out_w * kLanes);
   }
   const float* taps[kMaxNhwcTaps];
@@ -478,6 +474,14 @@ DepthwiseConvCpu::DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<con
   // Whole blocks of 16 channels (every load a point's 16 channels of one block) and a bounded
   // tap count: an NHWC input and output then need no copies.
   nhwc_direct_ = g.in_channels % kLanes == 0 && g.kernel_h * g.kernel_w <= kMaxNhwcTaps;
+  // Columns whose taps all lie inside the image: ow * stride - pad_left >= 0 and the last
+  // tap's column below in_w.
+  const std::int64_t last_tap = (g.kernel_w - 1) * g.dilation_w;
+  ow_lo_ = std::min(g.out_w, gemm::ceil_div(g.pad_left, g.stride_w));
+  ow_hi_ = g.in_w - 1 - last_tap + g.pad_left < 0
+               ? ow_lo_
+               : std::clamp<std::int64_t>((g.in_w - 1 - last_tap + g.pad_left) / g.stride_w + 1,
+                                          ow_lo_, g.out_w);
   padded_h_ = g.pad_top + g.in_h + g.pad_bottom;
   padded_w_ = g.pad_left + g.in_w + g.pad_right;
   const auto taps = static_cast<std::int64_t>(tap_offsets_.size());
@@ -587,6 +591,28 @@ void DepthwiseConvCpu::run_channel_lanes(const float* input, const float* residu
 #endif
 }
 
+void DepthwiseConvCpu::input_rows(const float* image, std::int64_t oh, const float** rows) const {
+  const Conv2dGeometry& g = geometry_;
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+    rows[kh] = ih >= 0 && ih < g.in_h ? image + ih * g.in_w * g.in_channels : nullptr;
+  }
+}
+
+void DepthwiseConvCpu::nhwc_row(const float* const* rows, std::int64_t point_stride,
+                                std::int64_t c0, std::int64_t channels, float* result) const {
+#if defined(CGR_DEPTHWISE_X86)
+  // The row kernels step from point to point by the geometry's in_channels.
+  Conv2dGeometry g = geometry_;
+  g.in_channels = point_stride;
+  const std::int64_t taps = g.kernel_h * g.kernel_w;
+  nhwc_taps_row(rows, g, ow_lo_, ow_hi_, channels / kLanes, lane_weight_.data() + c0 * taps,
+                lane_bias_.empty() ? nullptr : lane_bias_.data() + c0, result);
+#else
+  (void)rows, (void)point_stride, (void)c0, (void)channels, (void)result;
+#endif
+}
+
 void DepthwiseConvCpu::run_nhwc(const float* input, float* output,
                                 const math::Activation& activation, ThreadPool* pool) const {
 #if defined(CGR_DEPTHWISE_X86)
@@ -602,15 +628,6 @@ void DepthwiseConvCpu::run_nhwc(const float* input, float* output,
   const std::int64_t items_per_image = g.out_h * groups;
   const std::int64_t grain = std::max<std::int64_t>(
       1, gemm::ceil_div(kLaneTaskMacs, g.out_w * taps * kLanes * group_blocks));
-  // Columns whose taps all lie inside the image: ow * stride - pad_left >= 0 and the last
-  // tap's column below in_w.
-  const std::int64_t last_tap = (g.kernel_w - 1) * g.dilation_w;
-  const std::int64_t ow_lo = std::min(g.out_w, gemm::ceil_div(g.pad_left, g.stride_w));
-  const std::int64_t ow_hi =
-      g.in_w - 1 - last_tap + g.pad_left < 0
-          ? ow_lo
-          : std::clamp<std::int64_t>((g.in_w - 1 - last_tap + g.pad_left) / g.stride_w + 1, ow_lo,
-                                     g.out_w);
   const gemm::GemmActivation clamp = gemm::gemm_activation(activation);
   gemm::parallel_range(
       pool, g.batch * items_per_image, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -624,8 +641,9 @@ void DepthwiseConvCpu::run_nhwc(const float* input, float* output,
           const std::int64_t first = item % groups * group_blocks;
           const std::int64_t count = std::min(group_blocks, blocks - first);
           const std::int64_t c0 = first * kLanes;
-          nhwc_taps_row(input + n * g.in_h * g.in_w * g.in_channels + c0, g, oh, ow_lo, ow_hi,
-                        count, lane_weight_.data() + c0 * taps,
+          const float* rows[kMaxNhwcTaps];
+          input_rows(input + n * g.in_h * g.in_w * g.in_channels + c0, oh, rows);
+          nhwc_taps_row(rows, g, ow_lo_, ow_hi_, count, lane_weight_.data() + c0 * taps,
                         lane_bias_.empty() ? nullptr : lane_bias_.data() + c0, row);
           if (clamp.other != nullptr) {
             const std::int64_t floats = count * g.out_w * kLanes;

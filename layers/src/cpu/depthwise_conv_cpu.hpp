@@ -33,6 +33,9 @@ namespace cgr::cpu {
 
 class DepthwiseConvCpu {
  public:
+  // The most taps (kernel_h x kernel_w) the NHWC path without copies takes.
+  static constexpr std::int64_t kMaxNhwcTaps = 64;
+
   // geometry.in_channels == geometry.groups; weight [out_channels, 1, kernel_h, kernel_w];
   // bias out_channels values or empty. The caller (ConvKernelCpu) has validated the geometry.
   DepthwiseConvCpu(const Conv2dGeometry& geometry, std::span<const float> weight,
@@ -50,6 +53,18 @@ class DepthwiseConvCpu {
   // Called before the first run, only where channel_lanes().
   void set_channels_last(bool input, bool output);
 
+  // Whether NHWC input rows can be read in place (run_nhwc and nhwc_row): channel lanes, whole
+  // blocks of 16 channels and a bounded tap count.
+  bool nhwc_rows() const { return nhwc_direct_; }
+  // Channels [c0, c0 + channels) (multiples of 16) of one output row, bias added (no
+  // activation), from NHWC input rows of in_w points `point_stride` floats apart (`rows`:
+  // kernel_h entries, each at channel c0 of its first point, null for a row in the padding; as
+  // input_rows gives them, or the expanded rows of cpu/expanded_depthwise_cpu.hpp) into
+  // `result` in 16-channel blocks, result[(b * out_w + ow) * 16 + lane]. The same fma chains
+  // as run(), so the same bits. Only where nhwc_rows().
+  void nhwc_row(const float* const* rows, std::int64_t point_stride, std::int64_t c0,
+                std::int64_t channels, float* result) const;
+
  private:
   void run_channel_lanes(const float* input, const float* residual, float* output,
                          const math::Activation& activation, ThreadPool* pool) const;
@@ -58,6 +73,9 @@ class DepthwiseConvCpu {
   // (no residual here). The same arithmetic as the lanes path, so the same bits.
   void run_nhwc(const float* input, float* output, const math::Activation& activation,
                 ThreadPool* pool) const;
+  // Per kernel row of output row `oh`, the row of the NHWC image `image` it reads (its first
+  // point), or null for a row in the padding: kernel_h entries, as nhwc_row takes them.
+  void input_rows(const float* image, std::int64_t oh, const float** rows) const;
 
   Conv2dGeometry geometry_;
   std::vector<float> weight_;  // out_channels x kernel_h x kernel_w
@@ -79,6 +97,8 @@ class DepthwiseConvCpu {
   std::vector<std::int64_t> lane_tap_offsets_;  // per tap, floats into the padded input
   bool input_nhwc_ = false, output_nhwc_ = false;  // set_channels_last
   bool nhwc_direct_ = false;                       // run_nhwc can take an NHWC input and output
+  // Output columns whose taps all lie inside the image: [ow_lo_, ow_hi_).
+  std::int64_t ow_lo_ = 0, ow_hi_ = 0;
 };
 
 }  // namespace cgr::cpu

@@ -4,7 +4,8 @@
 // input), "<name>.bias" [out] when bias is on.
 // The engine folds a following BatchNorm2d into the weight and bias and fuses a residual Add
 // and a ReLU into the conv's epilogue: the CPU kernel applies them in its final store, the
-// CUDA op (engine/cuda/ops/conv2d.cpp) through cudnnConvolutionBiasActivationForward.
+// CUDA op (engine/cuda/ops/conv2d.cpp) through cudnnConvolutionBiasActivationForward. Before
+// a depthwise conv it fuses the 1x1 expansion conv that feeds it (LayerOp::expansion).
 #pragma once
 
 #include "cgr/layers/layer.hpp"
@@ -42,11 +43,17 @@ class Conv2d final : public Layer {
   std::vector<WeightSpec> weight_specs() const override;
   std::string attributes() const override;
   OpCost cost() const override;
+  // A depthwise conv of one output per channel takes an expansion before it (MobileNet's).
   EpilogueSupport supported_epilogue() const override {
-    return {.residual = true, .relu = true, .any_activation = true, .channel_gate = true};
+    return {.residual = true,
+            .relu = true,
+            .any_activation = true,
+            .channel_gate = true,
+            .expanded_input = geometry_.groups == geometry_.in_channels &&
+                              geometry_.out_channels == geometry_.in_channels};
   }
   // Uses op.folded_weight / op.folded_bias (the engine's, BatchNorm folded in; bias may be
-  // empty) and op.epilogue.
+  // empty), op.epilogue and op.expansion (cpu/expanded_depthwise_cpu.hpp).
   std::unique_ptr<CpuKernel> make_cpu_kernel(const LayerOp& op) const override;
 
  private:

@@ -90,6 +90,20 @@ struct EpilogueSupport {
   bool any_activation = false;
   bool channel_gate = false;
   bool pooled_input = false;  // a GlobalAvgPool (+ Flatten) before it: LayerOp::pooled_plane
+  bool expanded_input = false;  // a 1x1 conv before it: LayerOp::expansion
+};
+
+// A pointwise convolution fused before the op (MobileNet's expansion before its depthwise
+// conv): the op reads the 1x1 conv's input. The CPU computes the expanded tensor (4.8 MB at
+// MobileNet-v2's 112 x 112) a few rows at a time as the op consumes them, never whole; the
+// CUDA op keeps it in its workspace.
+// `layer` is the Conv2d (kernel 1, stride 1, no padding, one group; null: no expansion),
+// weight and bias its own with a following BatchNorm2d folded in (bias may be empty), and
+// activation the one fused after it.
+struct ExpansionPrologue {
+  const Layer* layer = nullptr;
+  std::vector<float> weight, bias;
+  math::Activation activation;
 };
 
 // One op as the engine lowered it, which is what every backend makes its executable from: the
@@ -100,12 +114,15 @@ struct EpilogueSupport {
 // A pooled input is fused before the layer: GlobalAvgPool -> Flatten -> Linear, the exit and
 // classifier heads of CNNs, becomes one op whose input is the pool's N x C x plane tensor,
 // averaged over each plane of pooled_plane elements by the op itself (pooled_plane 0: no pool).
+// An expansion (ExpansionPrologue) is the other prologue: the op's first input is then the
+// expansion's input, not the layer's.
 struct LayerOp {
   const Layer* layer = nullptr;
   LayerWeights weights;
   std::vector<float> folded_weight, folded_bias;
   Epilogue epilogue;
   std::int64_t pooled_plane = 0;
+  ExpansionPrologue expansion;
 };
 
 // Work of one run of an op: arithmetic and memory traffic (activations and weights read,

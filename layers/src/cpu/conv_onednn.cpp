@@ -44,9 +44,9 @@
 //     engine's layout plan keeps NHWC (engine/cpu/cpu_backend.cpp) is copied row by row
 //     between its padding, no transpose; unpadded, it is read in place (no copy).
 //  2. One task per (row slice, output-channel slice): the oneDNN primitive writes the slice's
-//     result, NHWC or nChw16c, into the workspace, and the task transposes it out to NCHW at
-//     once (still in cache) with the bias already added by oneDNN, then the residual and the
-//     activation (lanes::output_finish; a Unary function through flat_epilogue). An output the
+//     result, NHWC or nChw16c, into the thread's scratch, and the task transposes it out to
+//     NCHW at once (still in cache) with the bias already added by oneDNN, then the residual and
+//     the activation (lanes::output_finish; a Unary function through flat_epilogue). An output the
 //     layout plan keeps NHWC is sliced by rows only, over all channels: the primitive writes
 //     each slice's rows straight into the output, and the residual (NHWC too) and the
 //     activation run over them in place.
@@ -270,9 +270,9 @@ struct OneDnnConv::Impl {
   }
   // Row slices' input copies in the workspace: none where the primitives read in place.
   std::int64_t input_slots() const { return input_in_place() ? 0 : row_slices; }
-  // Task results in the workspace: none where the primitives write an NHWC output in place.
+  // The primitives write an NHWC output in place (else each task's result goes to its
+  // thread's scratch).
   bool output_in_place() const { return output_nhwc && channels_last(); }
-  std::int64_t result_slots() const { return output_in_place() ? 0 : row_slices * oc_slices; }
   int row_variant(std::int64_t r) const { return rows_of(r) == rows ? 0 : 1; }
   const Variant& variant(std::int64_t r, std::int64_t o) const {
     return variants[row_variant(r)][o + 1 < oc_slices ? 0 : 1];
@@ -469,9 +469,8 @@ OneDnnConv::~OneDnnConv() = default;
 
 std::size_t OneDnnConv::workspace_bytes() const {
   const Impl& d = *impl_;
-  return static_cast<std::size_t>(
-      (d.input_slots() * d.input_slot + d.result_slots() * d.output_slot) *
-      static_cast<std::int64_t>(sizeof(float)));
+  return static_cast<std::size_t>(d.input_slots() * d.input_slot *
+                                  static_cast<std::int64_t>(sizeof(float)));
 }
 
 bool OneDnnConv::channels_last() const {
@@ -543,7 +542,6 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
   const std::int64_t out_plane = g.out_h * g.out_w;
   const std::int64_t tasks = d.row_slices * d.oc_slices;
   float* const inputs = workspace;
-  float* const outputs = inputs + d.input_slots() * d.input_slot;
   const lanes::OutputFinish finish = lanes::output_finish(activation.kind);
   const std::int64_t block_channels = d.layout == Impl::Layout::planes ? g.in_channels : kLanes;
   const std::int64_t copy_grain = std::max<std::int64_t>(
@@ -625,7 +623,18 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
             d.output_nhwc ? output + (n * out_plane + d.first_row(r) * g.out_w) * g.out_channels
                           : nullptr;
         float* const in_place = d.output_in_place() ? nhwc_rows : nullptr;
-        float* result = in_place != nullptr ? in_place : outputs + item * d.output_slot;
+        // The thread's scratch: the primitive's scratchpad (Winograd's runs to 8 MiB, which one
+        // slot per task in the arena made 7x ResNet-18's arena), the task's result unless it is
+        // written in place, and for a Unary activation its planes. A result the task finishes
+        // at once stays in the thread's L2 from task to task; a slot per task in the workspace
+        // came from memory every run (MobileNet-v2's first conv, 1.6 MB of nChw16c results).
+        const std::int64_t scratchpad_floats = d.scratchpad_slot / std::int64_t{sizeof(float)};
+        const std::int64_t result_floats = in_place != nullptr ? 0 : d.output_slot;
+        const std::int64_t planes_floats =
+            nhwc_rows == nullptr && finish == nullptr ? kLanes * points : 0;
+        const lanes::ThreadScratch scratch(
+            static_cast<std::size_t>(scratchpad_floats + result_floats + planes_floats + 1));
+        float* const result = in_place != nullptr ? in_place : scratch.data() + scratchpad_floats;
         try {
           float* const src_data =
               d.input_in_place()
@@ -633,10 +642,6 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
                   : inputs + r * d.input_slot;
           memory src(v.pd.src_desc(), cpu_engine(), src_data);
           memory dst(v.pd.dst_desc(), cpu_engine(), result);
-          // The primitive's scratchpad is the thread's, not the arena's: Winograd's runs to
-          // 8 MiB, which one slot per task made 7x ResNet-18's arena.
-          const lanes::ThreadScratch scratch(
-              static_cast<std::size_t>(d.scratchpad_slot) / sizeof(float) + 1);
           memory scratchpad(v.pd.scratchpad_desc(), cpu_engine(), scratch.data());
           std::unordered_map<int, memory> args{
               {DNNL_ARG_SRC, src},
@@ -689,11 +694,10 @@ void OneDnnConv::run(const float* input, const float* residual, float* output, f
                    activation.alpha, activation.beta);
             continue;
           }
-          const lanes::ThreadScratch planes(static_cast<std::size_t>(kLanes * points));
-          lanes::lanes_to_planes(lanes_block, points, channels, planes.data(), points,
-                                 point_stride);
+          float* const planes = scratch.data() + scratchpad_floats + result_floats;
+          lanes::lanes_to_planes(lanes_block, points, channels, planes, points, point_stride);
           for (std::int64_t c = 0; c < channels; ++c) {
-            flat_epilogue(planes.data() + c * points, points,
+            flat_epilogue(planes + c * points, points,
                           res != nullptr ? res + c * out_plane : nullptr,
                           output + at + c * out_plane, 1, points, nullptr, activation, true);
           }

@@ -859,6 +859,25 @@ TEST_CASE("conv cpu: an expansion fused before a depthwise conv gives the two co
       CHECK(same_bits(run(with_residual, input, residual.data(), &pool2), expected_residual));
     }
   }
+  {
+    // An empty map (zero columns) padded to two output columns: bias and activation only, as
+    // the two convs give them; the unbanded path takes it.
+    const ConvGeometry d = finish(make_geometry(1, 16, 3, 0, 16, 1, 1, 1, 1, 1, 16));
+    const ConvGeometry e = finish(make_geometry(1, 4, 3, 0, 16, 1, 1, 1, 0, 1, 1));
+    REQUIRE(d.out_w == 2);
+    const auto weight = random_values(weight_size(d), 2700);
+    const auto bias = random_values(16, 2701);
+    const std::vector<float> expansion_weight(weight_size(e), 1.0f), none;
+    const cgr::cpu::ExpandedDepthwiseCpu fused(e, expansion_weight, {}, clip, d, weight, bias,
+                                               false);
+    CHECK_FALSE(fused.banded());
+    std::vector<float> out(output_size(d), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> workspace(fused.workspace_bytes() / sizeof(float) + 1);
+    fused.run(none.data(), nullptr, out.data(), workspace.data(), clip, &pool2);
+    const ConvKernelCpu depthwise(d, weight, bias);
+    const std::vector<float> expanded;  // e's output: no elements
+    CHECK(same_bits(out, run_conv(depthwise, expanded, nullptr, clip, nullptr)));
+  }
   // An expansion must be a 1x1 conv feeding the depthwise conv.
   const ConvGeometry d = finish(make_geometry(1, 16, 5, 5, 16, 3, 3, 1, 1, 1, 16));
   const ConvGeometry wrong = finish(make_geometry(1, 4, 5, 5, 32, 1, 1, 1, 0, 1, 1));

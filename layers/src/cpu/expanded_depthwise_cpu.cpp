@@ -59,7 +59,7 @@ ExpandedDepthwiseCpu::ExpandedDepthwiseCpu(const Conv2dGeometry& expansion,
   const DepthwiseConvCpu* rows = depthwise_.depthwise();
   const gemm::MicroKernel& best = gemm::best_kernel();
   span_rows_ = (d.kernel_h - 1) * d.dilation_h + 1;
-  banded_ = !residual && rows != nullptr && rows->nhwc_rows() &&
+  banded_ = !residual && d.in_h > 0 && d.in_w > 0 && rows != nullptr && rows->nhwc_rows() &&
             std::string_view(best.name) == "avx512" && span_rows_ <= kMaxSpanRows &&
             (span_rows_ + 1) * d.in_w * channels <= lanes::kMaxPaddedFloats;
   if (!banded_) {

@@ -13,7 +13,9 @@
 // read dropped; the depthwise row kernel reads the window in place (DepthwiseConvCpu::nhwc_row:
 // the bits of the depthwise conv's own NHWC path). Threads share an image by bands of rows
 // (the kernel_h - stride_h rows at a band's edge are computed twice) or by groups of channels,
-// whichever wastes less. Input and output NCHW or NHWC.
+// whichever wastes less. Input and output NCHW or NHWC. Measured against the two convs run as
+// two ops (eager per-op medians, alternating processes): MobileNet-v2's features.2 0.88 ->
+// 0.76 ms at one thread and 0.50 -> 0.40 at two, the whole model 7.23 -> 7.12 and 3.95 -> 3.84.
 //
 // Otherwise the two convolutions run one after the other (ConvKernelCpu each) with the whole
 // expanded tensor in the op's workspace.

@@ -83,7 +83,7 @@ struct Epilogue {
 };
 
 // The parts of an epilogue a layer's kernels can apply: a residual add, a ReLU only or any
-// activation, and the squeeze-excitation Mul; and the one prologue, a pooled input.
+// activation, and the squeeze-excitation Mul; and the prologues, a pooled or an expanded input.
 struct EpilogueSupport {
   bool residual = false;
   bool relu = false;

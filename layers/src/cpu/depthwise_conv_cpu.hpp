@@ -91,10 +91,10 @@ class DepthwiseConvCpu {
 
   // The channel-lane path: 16 channels in the lanes of a vector.
   bool channel_lanes_ = false;
-  std::int64_t padded_h_ = 0, padded_w_ = 0;    // the zero-padded input, channels last
-  std::vector<float> lane_weight_;              // [channel block][tap][16 lanes]
-  std::vector<float> lane_bias_;                // [channel block][16 lanes], or empty
-  std::vector<std::int64_t> lane_tap_offsets_;  // per tap, floats into the padded input
+  std::int64_t padded_h_ = 0, padded_w_ = 0;       // the zero-padded input, channels last
+  std::vector<float> lane_weight_;                 // [channel block][tap][16 lanes]
+  std::vector<float> lane_bias_;                   // [channel block][16 lanes], or empty
+  std::vector<std::int64_t> lane_tap_offsets_;     // per tap, floats into the padded input
   bool input_nhwc_ = false, output_nhwc_ = false;  // set_channels_last
   bool nhwc_direct_ = false;                       // run_nhwc can take an NHWC input and output
   // Output columns whose taps all lie inside the image: [ow_lo_, ow_hi_).

@@ -89,7 +89,7 @@ struct EpilogueSupport {
   bool relu = false;
   bool any_activation = false;
   bool channel_gate = false;
-  bool pooled_input = false;  // a GlobalAvgPool (+ Flatten) before it: LayerOp::pooled_plane
+  bool pooled_input = false;    // a GlobalAvgPool (+ Flatten) before it: LayerOp::pooled_plane
   bool expanded_input = false;  // a 1x1 conv before it: LayerOp::expansion
 };
 

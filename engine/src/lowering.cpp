@@ -99,14 +99,6 @@ std::optional<math::Activation> activation_of(const Layer& layer) {
   return std::nullopt;
 }
 
-// A convolution that is a GEMM over channels: kernel 1, stride 1, no padding, one group.
-bool pointwise(const Conv2d& conv) {
-  const Conv2dGeometry& g = conv.geometry();
-  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
-         g.pad_top == 0 && g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 &&
-         g.groups == 1;
-}
-
 // The tensor a squeeze-excitation Mul scales by `gate`: when layer `mul` multiplies an
 // N x C x H x W tensor by the N x C x 1 x 1 value `gate` (two computed operands).
 std::optional<Value> gated_tensor(const Network& net, int mul, Value gate) {
@@ -275,7 +267,8 @@ std::vector<LayerOp> lower_network(const Network& net, const Weights& weights,
       // A 1x1 conv [+ activation] whose result only a depthwise conv reads: an expansion
       // prologue of that conv (LayerOp::expansion). fp32 only: the reduced precisions round
       // every op's output, and the expanded tensor would no longer be one.
-      if (pointwise(*conv) && next >= 0 && engine.options.precision == Precision::fp32) {
+      if (conv->geometry().pointwise() && conv->geometry().groups == 1 && next >= 0 &&
+          engine.options.precision == Precision::fp32) {
         const std::optional<math::Activation> activation = activation_of(net.layer(next));
         const int depthwise = activation ? sole_consumer(net.layer_output(next)) : next;
         if (depthwise >= 0 && layer_cast<Conv2d>(net.layer(depthwise)) != nullptr &&

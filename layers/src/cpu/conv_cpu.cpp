@@ -270,8 +270,7 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
     }
   }
 
-  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
-                         g.pad_top == 0 && g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0;
+  const bool pointwise = g.pointwise();
   view_in_h_ = pointwise ? 1 : g.in_h;
   view_in_w_ = pointwise ? g.in_h * g.in_w : g.in_w;
   view_out_w_ = pointwise ? columns_ : g.out_w;
@@ -316,11 +315,7 @@ ConvKernelCpu::ConvKernelCpu(const ConvGeometry& geometry, std::span<const float
   }
   flat_avx512_ = std::string_view(kernel_->name) == "avx512";
   if (direct_ == Direct::pointwise && flat_avx512_) {
-    const gemm::MicroKernel& narrow = gemm::narrow_avx512_kernel();
-    pointwise_rows_ =
-        gemm::round_up(g.out_channels, narrow.nr) < gemm::round_up(g.out_channels, kernel_->nr)
-            ? &narrow
-            : kernel_;
+    pointwise_rows_ = &gemm::avx512_rows_kernel(g.out_channels);
   }
 #if defined(CGR_CONV_X86)
   // Gather indices are 32-bit: keep to rows they can address.

@@ -39,12 +39,9 @@ ExpandedDepthwiseCpu::ExpandedDepthwiseCpu(const Conv2dGeometry& expansion,
       depthwise_(depthwise, weight, bias) {
   const Conv2dGeometry& e = expansion;
   const Conv2dGeometry& d = depthwise;
-  const bool pointwise = e.kernel_h == 1 && e.kernel_w == 1 && e.stride_h == 1 && e.stride_w == 1 &&
-                         e.pad_top == 0 && e.pad_left == 0 && e.pad_bottom == 0 &&
-                         e.pad_right == 0 && e.groups == 1;
-  if (!pointwise || d.groups != d.in_channels || d.out_channels != d.in_channels ||
-      e.out_channels != d.in_channels || e.batch != d.batch || e.out_h != d.in_h ||
-      e.out_w != d.in_w) {
+  if (!e.pointwise() || e.groups != 1 || d.groups != d.in_channels ||
+      d.out_channels != d.in_channels || e.out_channels != d.in_channels || e.batch != d.batch ||
+      e.out_h != d.in_h || e.out_w != d.in_w) {
     fail(
         "conv: an expansion must be a 1x1, stride-1, unpadded conv of one group whose output "
         "({} x {} x {}) is a depthwise conv's input ({} x {} x {}, groups {}, {} outputs)",
@@ -73,11 +70,7 @@ ExpandedDepthwiseCpu::ExpandedDepthwiseCpu(const Conv2dGeometry& expansion,
       std::clamp<std::int64_t>(std::min(gemm::ceil_div(kChunkPoints, d.in_w),
                                         kMaxWindowFloats / (d.in_w * channels) - span_rows_),
                                1, d.in_h);
-  // The 8 x 32 tile, or 16 x 16 where that computes fewer padding columns (as ConvKernelCpu's
-  // NHWC 1x1 convs choose).
-  const gemm::MicroKernel& narrow = gemm::narrow_avx512_kernel();
-  rows_kernel_ =
-      gemm::round_up(channels, narrow.nr) < gemm::round_up(channels, best.nr) ? &narrow : &best;
+  rows_kernel_ = &gemm::avx512_rows_kernel(channels);
   const std::int64_t columns = gemm::round_up(channels, rows_kernel_->nr);
   weight_t_ = gemm::PackedBuffer(static_cast<std::size_t>(e.in_channels * columns));
   gemm::pack_b_transposed(expansion_weight.data(), e.in_channels, channels, e.in_channels,

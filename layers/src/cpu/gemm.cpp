@@ -399,6 +399,12 @@ const MicroKernel& narrow_avx512_kernel() {
 #endif
 }
 
+const MicroKernel& avx512_rows_kernel(std::int64_t columns) {
+  const MicroKernel& best = best_kernel();
+  const MicroKernel& narrow = narrow_avx512_kernel();
+  return round_up(columns, narrow.nr) < round_up(columns, best.nr) ? narrow : best;
+}
+
 void set_kernel_override(const MicroKernel* kernel) {
   g_override.store(kernel, std::memory_order_release);
 }

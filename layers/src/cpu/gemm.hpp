@@ -95,6 +95,10 @@ const MicroKernel& best_kernel();
 // 50% or 25% padding): the same arithmetic, so the same bits. Only where best_kernel() is
 // AVX-512's.
 const MicroKernel& narrow_avx512_kernel();
+// For a product of `columns` columns (a 1x1 conv's output channels on channels-last data):
+// AVX-512's 8 x 32 tile, or its 16 x 16 one where that computes fewer padding columns. Only
+// where best_kernel() is AVX-512's.
+const MicroKernel& avx512_rows_kernel(std::int64_t columns);
 // Every micro-kernel this CPU runs, fastest first.
 std::span<const MicroKernel* const> supported_kernels();
 // Tests only: makes best_kernel() return `kernel` (nullptr restores the real choice). Kernels

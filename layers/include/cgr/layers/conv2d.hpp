@@ -30,6 +30,11 @@ struct Conv2dGeometry {
   std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   std::int64_t dilation_h = 1, dilation_w = 1, groups = 1;
   std::int64_t out_h = 0, out_w = 0;
+  // A product over channels at every point: kernel 1x1, stride 1, no padding (any groups).
+  bool pointwise() const {
+    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 &&
+           pad_left == 0 && pad_bottom == 0 && pad_right == 0;
+  }
 };
 
 class Conv2d final : public Layer {
